@@ -1,0 +1,88 @@
+"""One exception family for everything lakesink raises on purpose.
+
+`retryable` tells a caller whether running the same operation again may succeed.
+`CommitStateUnknownError` is the one to respect: the snapshot may have landed, so
+nothing it wrote may be deleted (the next commit of the same identity resolves it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class LakesinkError(Exception):
+    """Base of all lakesink errors."""
+
+    retryable = False
+
+
+class ConfigurationError(LakesinkError, ValueError):
+    """An option, mode or argument is wrong. Nothing was written."""
+
+
+class UnknownOptionError(ConfigurationError):
+    def __init__(self, key: str, known: Iterable[str]):
+        self.key = key
+        close = sorted(k for k in known if _similar(k, key))
+        hint = f" Did you mean {', '.join(repr(k) for k in close)}?" if close else ""
+        super().__init__(
+            f"Unknown option {key!r}.{hint} Lakesink options are listed in docs/options.md; "
+            "Paimon table options are passed through by their Paimon names."
+        )
+
+
+class InvalidOptionError(ConfigurationError):
+    def __init__(self, key: str, value: object, expected: str):
+        self.key, self.value = key, value
+        super().__init__(f"Option {key!r} has invalid value {value!r}: expected {expected}.")
+
+
+class SchemaMismatchError(LakesinkError, ValueError):
+    """The data's schema does not fit the table. Nothing was written."""
+
+
+class UnsupportedTableError(LakesinkError):
+    """The table kind cannot be written by the chosen path (the message names one that can)."""
+
+
+class NotAPaimonTableError(LakesinkError):
+    """The path holds something that is not a Paimon table."""
+
+
+class TableAlreadyExistsError(LakesinkError):
+    """A create found the table already there."""
+
+
+class CommitFailedError(LakesinkError):
+    """The commit definitely did not land; its files were removed."""
+
+    retryable = True
+
+
+class CommitStateUnknownError(LakesinkError):
+    """The commit may or may not have landed; no file was deleted."""
+
+    retryable = True
+
+
+class CommitConflictError(CommitFailedError):
+    """Another writer changed what this commit depends on."""
+
+
+class RestoreError(LakesinkError):
+    """Durable state could not be restored (e.g. its data files are gone)."""
+
+
+class CheckpointMismatchError(LakesinkError):
+    """A checkpoint belongs to another table or another sink."""
+
+
+class CorruptStateError(LakesinkError):
+    """A durable state file is unreadable or of an unknown format version."""
+
+
+def _similar(a: str, b: str) -> bool:
+    a, b = a.lower(), b.lower()
+    return a.replace("-", ".").replace("_", ".") == b.replace("-", ".").replace("_", ".") or (
+        len(a) > 4 and (a in b or b in a)
+    )

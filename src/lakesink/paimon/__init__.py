@@ -1,0 +1,6 @@
+"""The Paimon connector: thin adapters from the commit protocol to pypaimon."""
+
+from .datafiles import StagedFile, describe_parquet
+from .target import PaimonTarget, TableSpec
+
+__all__ = ["PaimonTarget", "TableSpec", "StagedFile", "describe_parquet"]

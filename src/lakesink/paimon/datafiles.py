@@ -1,0 +1,211 @@
+"""Parquet files → Paimon data-file metadata, and moving them into the table.
+
+Both write paths end with Parquet files in a staging directory; this module
+turns each into a `StagedFile` (Paimon's `DataFileMeta` plus where the file
+is now). Statistics come from the Parquet footer, so describing a file reads a
+few KB whatever its size. Columns whose footer statistics are incomplete or
+unsafe for pruning are left out of the file's stats (Paimon's dense
+`value_stats_cols`), so a reader never skips a file it should have read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pypaimon.data.timestamp import Timestamp
+from pypaimon.manifest.schema.data_file_meta import DataFileMeta
+from pypaimon.manifest.schema.simple_stats import SimpleStats
+from pypaimon.schema.data_types import DataField, PyarrowFieldParser
+from pypaimon.table.row.generic_row import GenericRow
+from pypaimon.utils.file_store_path_factory import canonical_data_file_path
+
+_EPOCH_DAY = dt.date(1970, 1, 1)
+_EPOCH = dt.datetime(1970, 1, 1)
+_UNAWARE_BUCKET = 0  # unaware-bucket append tables keep all files in bucket-0
+
+
+@dataclass
+class StagedFile:
+    """The Paimon committable: one data file, written but not yet in any snapshot."""
+
+    partition: tuple
+    bucket: int
+    meta: DataFileMeta
+    staged_path: str | None  # where the file is now; None once it sits at its table path
+
+    @property
+    def row_count(self) -> int:
+        return self.meta.row_count
+
+    @property
+    def file_size(self) -> int:
+        return self.meta.file_size
+
+
+def new_data_file_name() -> str:
+    return f"data-{uuid.uuid4()}-0.parquet"
+
+
+def _from_raw(raw, arrow_type: pa.DataType):
+    """Footer statistic (physical value) → the Python value pypaimon stores for the type."""
+    if raw is None:
+        return None
+    if pa.types.is_decimal(arrow_type):
+        unscaled = int.from_bytes(raw, "big", signed=True) if isinstance(raw, bytes) else int(raw)
+        return Decimal(unscaled).scaleb(-arrow_type.scale)
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
+        return bytes(raw)
+    if pa.types.is_date32(arrow_type):
+        return _EPOCH_DAY + dt.timedelta(days=int(raw))
+    if pa.types.is_timestamp(arrow_type):
+        per_second = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[arrow_type.unit]
+        micros = int(raw) * 1_000_000 // per_second
+        return _EPOCH + dt.timedelta(microseconds=micros)  # naive UTC, as pypaimon stores both kinds
+    if pa.types.is_boolean(arrow_type):
+        return bool(raw)
+    if pa.types.is_integer(arrow_type):
+        return int(raw)
+    return None
+
+
+def _prunable(arrow_type: pa.DataType) -> bool:
+    # Floats may hold NaN, which Parquet leaves out of min/max: a `!=` filter could
+    # then skip rows it must return. Nested types have no single min/max.
+    return not (pa.types.is_floating(arrow_type) or pa.types.is_nested(arrow_type))
+
+
+def _column_stats(metadata: pq.FileMetaData, fields: list[DataField], arrow_types: dict[str, pa.DataType]):
+    leaf_index = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
+    stats = {}
+    for field in fields:
+        index = leaf_index.get(field.name)
+        arrow_type = arrow_types[field.name]
+        if index is None or not _prunable(arrow_type):
+            continue
+        lo = hi = None
+        nulls = 0
+        complete = True
+        for rg in range(metadata.num_row_groups):
+            column = metadata.row_group(rg).column(index)
+            st = column.statistics
+            if st is None or not st.has_null_count:
+                complete = False
+                break
+            nulls += st.null_count
+            if st.has_min_max:
+                a, b = _from_raw(st.min_raw, arrow_type), _from_raw(st.max_raw, arrow_type)
+                if a is None or b is None:
+                    complete = False
+                    break
+                lo = a if lo is None or a < lo else lo
+                hi = b if hi is None or b > hi else hi
+            elif st.null_count != metadata.row_group(rg).num_rows:
+                complete = False  # values present but no min/max (e.g. long strings)
+                break
+        if complete:
+            stats[field.name] = (lo, hi, nulls)
+    return stats
+
+
+def describe_parquet(path: str, table, partition: tuple | None = None, file_io=None,
+                     metadata: pq.FileMetaData | None = None, file_size: int | None = None) -> StagedFile:
+    """Build the committable for one Parquet file of `table` lying at `path` (not yet placed).
+
+    For a partitioned table the partition values are read from the file itself
+    (its partition columns hold one value each), never from directory names.
+    """
+    file_io = file_io or table.file_io
+    if metadata is None:
+        with file_io.new_input_stream(path) as stream:
+            metadata = pq.read_metadata(stream)
+    if file_size is None:
+        file_size = file_io.get_file_size(path)
+    fields = table.table_schema.fields
+    arrow_types = {f.name: PyarrowFieldParser.from_paimon_type(f.type) for f in fields}
+    stats = _column_stats(metadata, fields, arrow_types)
+
+    if partition is None:
+        partition = _partition_of(path, table, stats, metadata, file_io)
+
+    stat_fields = [f for f in fields if f.name in stats]
+    value_stats = SimpleStats(
+        GenericRow([stats[f.name][0] for f in stat_fields], stat_fields),
+        GenericRow([stats[f.name][1] for f in stat_fields], stat_fields),
+        [stats[f.name][2] for f in stat_fields],
+    )
+    rows = metadata.num_rows
+    meta = DataFileMeta.create(
+        file_name=new_data_file_name(), file_size=file_size, row_count=rows,
+        min_key=GenericRow([], []), max_key=GenericRow([], []),
+        key_stats=SimpleStats.empty_stats(), value_stats=value_stats,
+        min_sequence_number=0, max_sequence_number=max(rows - 1, 0),
+        schema_id=table.table_schema.id, level=0, extra_files=[],
+        creation_time=Timestamp.now(), delete_row_count=0, file_source=0,
+        value_stats_cols=None if len(stat_fields) == len(fields) else [f.name for f in stat_fields],
+    )
+    return StagedFile(partition=partition, bucket=_UNAWARE_BUCKET, meta=meta, staged_path=path)
+
+
+def _partition_of(path, table, stats, metadata, file_io) -> tuple:
+    keys = table.partition_keys
+    if not keys:
+        return ()
+    values = []
+    missing = []
+    for key in keys:
+        lo, hi, nulls = stats.get(key, (None, None, None))
+        if nulls is not None and nulls == metadata.num_rows:
+            values.append(None)
+        elif lo is not None and lo == hi and nulls == 0:
+            values.append(lo)
+        else:
+            values.append(None)
+            missing.append(key)
+    if missing:
+        # Footer cannot tell (e.g. a float key): read the key columns themselves.
+        with file_io.new_input_stream(path) as stream:
+            columns = pq.read_table(stream, columns=list(keys))
+        values = []
+        for key in keys:
+            distinct = columns.column(key).unique()
+            if len(distinct) != 1:
+                raise ValueError(f"{path} holds {len(distinct)} values of partition column {key!r}; "
+                                 "each data file must belong to one partition")
+            values.append(distinct[0].as_py())
+    return tuple(values)
+
+
+def table_path_of(table, staged: StagedFile) -> str:
+    return canonical_data_file_path(table, staged.partition, staged.bucket, staged.meta.file_name)
+
+
+def place(table, files: list[StagedFile], threads: int = 8) -> None:
+    """Move staged files to their table paths (idempotent: a file already moved is fine)."""
+    file_io = table.file_io
+
+    def move(staged: StagedFile) -> None:
+        if staged.staged_path is None:
+            return
+        final = table_path_of(table, staged)
+        if file_io.exists(staged.staged_path):
+            parent = final.rsplit("/", 1)[0]
+            file_io.check_or_mkdirs(parent)
+            if not file_io.rename(staged.staged_path, final):
+                raise OSError(f"could not move {staged.staged_path} to {final}")
+        elif not file_io.exists(final):
+            raise FileNotFoundError(staged.staged_path)
+
+    if len(files) <= 1:
+        for f in files:
+            move(f)
+    else:
+        with ThreadPoolExecutor(min(threads, len(files))) as pool:
+            list(pool.map(move, files))

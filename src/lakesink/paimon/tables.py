@@ -1,0 +1,158 @@
+"""Opening, creating and checking Paimon tables through pypaimon."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pypaimon.common.file_io import FileIO
+from pypaimon.common.options import Options
+from pypaimon.schema.data_types import PyarrowFieldParser
+from pypaimon.schema.schema import Schema
+from pypaimon.schema.schema_manager import SchemaManager
+from pypaimon.table.bucket_mode import BucketMode
+from pypaimon.table.file_store_table import FileStoreTable
+
+from ..errors import (NotAPaimonTableError, SchemaMismatchError, TableAlreadyExistsError,
+                      UnsupportedTableError)
+
+# Where lakesink keeps its own files inside a table directory. Paimon readers
+# only look at schema/, snapshot/, manifest/, tag/ ... and the data directories.
+LAKESINK_DIR = "_lakesink"
+
+
+def normalize_path(path: str) -> str:
+    path = str(path)
+    if "://" not in path and not path.startswith("file:"):
+        import os
+        path = os.path.abspath(path)
+    return path.rstrip("/")
+
+
+def file_io_for(path: str, fs_options: dict | None = None) -> FileIO:
+    return FileIO.get(path, Options(dict(fs_options or {})))
+
+
+def open_table(path: str, fs_options: dict | None = None) -> FileStoreTable | None:
+    """The table at `path`, or None when nothing is there. Anything else there is an error."""
+    path = normalize_path(path)
+    file_io = file_io_for(path, fs_options)
+    if not file_io.exists(path):
+        return None
+    if not file_io.exists(f"{path}/schema"):
+        entries = [s for s in file_io.list_status(path) if _base(s) != LAKESINK_DIR]
+        if not entries:
+            return None  # empty directory, or only our own staging: no table yet
+        raise NotAPaimonTableError(
+            f"{path} exists but is not a Paimon table (no schema/ directory). "
+            "Point lakesink at a Paimon table directory or at a path that does not exist yet."
+        )
+    try:
+        schema = SchemaManager(file_io, path).latest()
+    except Exception as exc:
+        raise NotAPaimonTableError(
+            f"{path}: the table's schema cannot be read ({exc}). The table metadata is corrupt; "
+            "restore schema/ from a backup."
+        ) from exc
+    if schema is None:
+        raise NotAPaimonTableError(f"{path}/schema holds no schema file: not a Paimon table.")
+    return FileStoreTable(file_io, _identifier(path), path, schema)
+
+
+def _base(status) -> str:
+    name = getattr(status, "base_name", None) or getattr(status, "path", "")
+    return str(name).rstrip("/").rsplit("/", 1)[-1]
+
+
+def _identifier(path: str):
+    from pypaimon.common.identifier import Identifier
+    parts = path.rstrip("/").split("/")
+    database = parts[-2][:-3] if len(parts) > 1 and parts[-2].endswith(".db") else "default"
+    return Identifier(database, parts[-1])
+
+
+def create_table(path: str, schema: pa.Schema, partition_keys: list[str], primary_keys: list[str],
+                 options: dict[str, str], fs_options: dict | None = None) -> FileStoreTable:
+    """Create the table's first schema. Fails if another writer created it first."""
+    path = normalize_path(path)
+    missing = [k for k in partition_keys + primary_keys if k not in schema.names]
+    if missing:
+        raise SchemaMismatchError(
+            f"Partition/primary-key column(s) {missing} are not in the data's columns {schema.names}."
+        )
+    paimon_schema = Schema.from_pyarrow_schema(schema, partition_keys=partition_keys or None,
+                                               primary_keys=primary_keys or None, options=dict(options))
+    file_io = file_io_for(path, fs_options)
+    manager = SchemaManager(file_io, path)
+    try:
+        manager.create_table(paimon_schema)
+    except Exception as exc:
+        if manager.latest() is not None:
+            raise TableAlreadyExistsError(f"Table {path} was created by another writer meanwhile.") from exc
+        raise
+    table = open_table(path, fs_options)
+    assert table is not None
+    return table
+
+
+def arrow_schema(table: FileStoreTable) -> pa.Schema:
+    return PyarrowFieldParser.from_paimon_schema(table.table_schema.fields)
+
+
+def check_writable(table: FileStoreTable, path_name: str) -> None:
+    """Refuse table kinds this write path cannot write yet, naming what can."""
+    if table.is_primary_key_table:
+        raise UnsupportedTableError(
+            f"{table.table_path} is a primary-key table; {path_name} writes append tables only for now. "
+            "Write primary-key tables with pypaimon's table writer (table.new_batch_write_builder())."
+        )
+    if table.bucket_mode() != BucketMode.BUCKET_UNAWARE:
+        raise UnsupportedTableError(
+            f"{table.table_path} is a fixed-bucket append table (bucket={table.total_buckets}); "
+            f"{path_name} writes unaware-bucket append tables (bucket=-1) only for now. "
+            "Write it with pypaimon's table writer, or create the table with bucket=-1."
+        )
+    if (table.options.file_format() or "parquet").lower() != "parquet":
+        raise UnsupportedTableError(
+            f"{table.table_path} stores {table.options.file_format()} files; lakesink writes Parquet tables only."
+        )
+
+
+def check_schema(table: FileStoreTable, incoming: pa.Schema) -> None:
+    """The incoming data must have exactly the table's columns and types (any order).
+
+    Nullability: a nullable column may not go into a NOT NULL one; the other way is fine.
+    """
+    expected = {f.name: f for f in arrow_schema(table)}
+    got = {f.name: f for f in incoming}
+    problems = []
+    missing = [n for n in expected if n not in got]
+    extra = [n for n in got if n not in expected]
+    if missing:
+        problems.append(f"missing column(s) {missing}")
+    if extra:
+        problems.append(f"column(s) {extra} not in the table")
+    for name in expected.keys() & got.keys():
+        want, have = expected[name], got[name]
+        if not _same_type(want.type, have.type):
+            problems.append(f"column {name!r} is {have.type} but the table has {want.type}")
+        elif have.nullable and not want.nullable:
+            problems.append(f"column {name!r} is nullable but the table declares it NOT NULL")
+    if problems:
+        raise SchemaMismatchError(
+            f"The data does not match table {table.table_path}: " + "; ".join(sorted(problems)) +
+            f". Table columns: {', '.join(f'{f.name} {f.type}' for f in expected.values())}. "
+            "Select/cast the DataFrame's columns to match; nothing was written."
+        )
+
+
+def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
+    # Compare types, not field names or nullability inside nested types.
+    if pa.types.is_list(a) and pa.types.is_list(b):
+        return _same_type(a.value_type, b.value_type)
+    if pa.types.is_map(a) and pa.types.is_map(b):
+        return _same_type(a.key_type, b.key_type) and _same_type(a.item_type, b.item_type)
+    if pa.types.is_struct(a) and pa.types.is_struct(b):
+        return ([f.name for f in a] == [f.name for f in b]
+                and all(_same_type(x.type, y.type) for x, y in zip(a, b)))
+    if pa.types.is_large_string(b) and pa.types.is_string(a):
+        return True
+    return a == b

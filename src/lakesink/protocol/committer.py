@@ -1,0 +1,143 @@
+"""The committer: turns one checkpoint's committables into one snapshot, once.
+
+Engine-neutral. The rules, after Flink's committer and Paimon's commit user:
+
+* A checkpoint is identified by (commit_user, identifier); identifiers of one
+  commit user only grow. If the target already holds that identity (a replay
+  after a crash), nothing is committed and the replay's files are discarded.
+* With a `PendingStore`, committables are made durable before the commit
+  starts; `restore()` after a restart commits what is still pending (never
+  twice) before anything new.
+* A failed commit is told apart from an unknown one: after an exception we
+  ask the target whether the identity landed. Landed: success. Not landed:
+  discard the files and raise `CommitFailedError`. Cannot tell: keep every
+  file and the pending state, raise `CommitStateUnknownError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Generic
+
+from ..errors import CommitFailedError, CommitStateUnknownError, RestoreError
+from . import crashpoints
+from .state import PendingCheckpoint, PendingStore
+from .target import C, CommitReport, CommitTarget, Overwrite
+
+log = logging.getLogger(__name__)
+
+
+class Committer(Generic[C]):
+    def __init__(self, target: CommitTarget[C], commit_user: str,
+                 pending: PendingStore | None = None):
+        self.target = target
+        self.commit_user = commit_user
+        self.pending = pending
+
+    def is_committed(self, identifier: int) -> bool:
+        last = self.target.last_committed(self.commit_user)
+        return last is not None and last >= identifier
+
+    def accept(self, identifier: int, committables: Sequence[C],
+               overwrite: Overwrite | None = None,
+               properties: dict[str, str] | None = None) -> PendingCheckpoint | None:
+        """Durably record committables before committing them (no-op without a store)."""
+        if self.pending is None:
+            return None
+        record = PendingCheckpoint(self.commit_user, identifier,
+                                   [self.target.encode(c) for c in committables],
+                                   overwrite, dict(properties or {}))
+        self.pending.put(record)
+        return record
+
+    def commit(self, identifier: int, committables: Sequence[C],
+               overwrite: Overwrite | None = None,
+               properties: dict[str, str] | None = None,
+               already_accepted: bool = False) -> CommitReport:
+        started = time.perf_counter()
+        if self.is_committed(identifier):
+            discarded = self.target.discard(committables, include_placed=False)
+            self._forget(identifier)
+            log.info("checkpoint %s of %s already committed: replay skipped, %d files discarded",
+                     identifier, self.commit_user, discarded)
+            return CommitReport(self.commit_user, identifier, skipped_replay=True,
+                                files_discarded=discarded,
+                                duration_ms=(time.perf_counter() - started) * 1000)
+        if not already_accepted:
+            self.accept(identifier, committables, overwrite, properties)
+        report = self._commit_once(identifier, committables, overwrite, properties)
+        self._forget(identifier)
+        report.duration_ms = (time.perf_counter() - started) * 1000
+        return report
+
+    def _commit_once(self, identifier, committables, overwrite, properties) -> CommitReport:
+        try:
+            return self.target.commit(self.commit_user, identifier, committables, overwrite, properties)
+        except CommitFailedError:
+            self.target.discard(committables)
+            self._forget(identifier)
+            raise
+        except Exception as exc:
+            try:
+                landed = self.is_committed(identifier)
+            except Exception as check_exc:
+                raise CommitStateUnknownError(
+                    f"Commit {identifier} of {self.commit_user} failed ({exc}) and whether it landed "
+                    f"cannot be checked ({check_exc}). No file was deleted; running the same "
+                    "checkpoint again resolves it."
+                ) from exc
+            if landed:
+                log.warning("commit %s raised %r but landed; treating as success", identifier, exc)
+                return CommitReport(self.commit_user, identifier, extra={"recovered_from": repr(exc)})
+            self.target.discard(committables)
+            self._forget(identifier)
+            raise CommitFailedError(
+                f"Commit {identifier} of {self.commit_user} failed and did not land: {exc}. "
+                "Its files were removed; the table is unchanged."
+            ) from exc
+
+    def abort(self, committables: Sequence[C], identifier: int | None = None) -> int:
+        """Discard files of a checkpoint that will not be committed."""
+        if identifier is not None and self.is_committed(identifier):
+            # The snapshot landed (e.g. Spark aborts after a commit that raised late):
+            # its files are referenced now and must stay; only staged leftovers go.
+            return self.target.discard(committables, include_placed=False)
+        removed = self.target.discard(committables)
+        if identifier is not None:
+            self._forget(identifier)
+        return removed
+
+    def restore(self) -> list[CommitReport]:
+        """Commit what a previous driver accepted but did not commit; in identifier order."""
+        if self.pending is None:
+            return []
+        reports = []
+        for record in self.pending.all():
+            if record.commit_user != self.commit_user:
+                raise RestoreError(
+                    f"Pending commit {record.identifier} belongs to commit user {record.commit_user!r}, "
+                    f"not {self.commit_user!r}: this state directory is shared by two sinks."
+                )
+            committables = [self.target.decode(c) for c in record.committables]
+            if self.is_committed(record.identifier):
+                self.pending.remove(record.identifier)
+                continue
+            missing = self.target.missing_files(committables)
+            if missing:
+                shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+                raise RestoreError(
+                    f"Cannot restore pending commit {record.identifier} of {self.commit_user}: "
+                    f"{len(missing)} of its data files no longer exist ({shown}). The checkpoint is "
+                    "older than the files it refers to; start from a new checkpoint location."
+                )
+            report = self._commit_once(record.identifier, committables, record.overwrite, record.properties)
+            report.restored = True
+            self.pending.remove(record.identifier)
+            reports.append(report)
+        return reports
+
+    def _forget(self, identifier: int) -> None:
+        if self.pending is not None:
+            self.pending.remove(identifier)

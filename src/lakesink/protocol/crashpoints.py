@@ -1,0 +1,49 @@
+"""Named points of the commit protocol where the crash harness kills the driver.
+
+Production code calls `reached(name)` at each point; it does nothing unless the
+environment asks for a crash there:
+
+    LAKESINK_CRASH_AT=<point>[@<n>]   kill at the n-th time the point is reached (default 1)
+    LAKESINK_CRASH_PGID=<pgid>        the process group to kill (default: our own)
+    LAKESINK_CRASH_COUNTER=<dir>      where hits are counted across processes
+
+Spark runs commit code in fresh Python processes, so hits are counted in
+files, not in memory.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+POINTS = (
+    "tasks-done",            # every writer task has finished; nothing committed yet
+    "files-placed",          # staged files moved to their table paths; no snapshot yet
+    "before-snapshot",       # snapshot about to be published
+    "after-snapshot",        # snapshot published; engine has not recorded the checkpoint
+    "accepted",              # committables durably accepted, commit not started (pipelined)
+    "during-abort",          # an abort has deleted some files but not all
+    "after-aggregate",       # small files rewritten, compact snapshot not yet committed
+)
+
+
+def reached(point: str) -> None:
+    wanted = os.environ.get("LAKESINK_CRASH_AT")
+    if not wanted:
+        return
+    name, _, nth = wanted.partition("@")
+    if name != point:
+        return
+    counter_dir = os.environ.get("LAKESINK_CRASH_COUNTER")
+    hits = 1
+    if counter_dir:
+        os.makedirs(counter_dir, exist_ok=True)
+        # One file per hit: atomic across processes without locks.
+        fd = os.open(os.path.join(counter_dir, f"{point}.{os.getpid()}.{os.urandom(4).hex()}"),
+                     os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        os.close(fd)
+        hits = sum(1 for f in os.listdir(counter_dir) if f.startswith(point + "."))
+    if hits != int(nth or 1):
+        return
+    pgid = int(os.environ.get("LAKESINK_CRASH_PGID") or os.getpgid(0))
+    os.killpg(pgid, signal.SIGKILL)

@@ -1,0 +1,152 @@
+"""Durable committer state: committables accepted but not yet committed.
+
+Like Flink's committer state, it lets a restarted driver finish what the dead
+one accepted. Each pending checkpoint is one JSON document (format below),
+written to a temporary name and renamed into place, so a reader sees either
+the whole document or none of it.
+
+    {"format": "lakesink.pending-commit", "version": 1,
+     "commit_user": "...", "identifier": 7, "overwrite": null | {...},
+     "properties": {...}, "committables": [<target.encode(c)>, ...]}
+
+The same store also keeps small named JSON documents (the sink's binding to a
+table, the coordinator's state) with the same write discipline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyarrow import fs as pafs
+
+from ..errors import CorruptStateError
+from .target import Overwrite
+
+PENDING_FORMAT = "lakesink.pending-commit"
+PENDING_VERSION = 1
+
+
+def filesystem_for(path: str) -> tuple[pafs.FileSystem, str]:
+    """A pyarrow file system and the path inside it (plain paths are local)."""
+    if "://" in path or path.startswith("file:"):
+        if path.startswith("file:") and not path.startswith("file://"):
+            path = "file://" + path[len("file:"):]
+        return pafs.FileSystem.from_uri(path)
+    return pafs.LocalFileSystem(), os.path.abspath(path)
+
+
+@dataclass
+class PendingCheckpoint:
+    commit_user: str
+    identifier: int
+    committables: list[dict]  # encoded by the target
+    overwrite: Overwrite | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"format": PENDING_FORMAT, "version": PENDING_VERSION,
+                "commit_user": self.commit_user, "identifier": self.identifier,
+                "overwrite": self.overwrite.to_json() if self.overwrite else None,
+                "properties": self.properties, "committables": self.committables}
+
+    @classmethod
+    def from_json(cls, data: dict, where: str) -> PendingCheckpoint:
+        if data.get("format") != PENDING_FORMAT or data.get("version") != PENDING_VERSION:
+            raise CorruptStateError(
+                f"{where}: not a lakesink pending-commit document of version {PENDING_VERSION} "
+                f"(format={data.get('format')!r}, version={data.get('version')!r})."
+            )
+        return cls(commit_user=data["commit_user"], identifier=int(data["identifier"]),
+                   committables=list(data["committables"]),
+                   overwrite=Overwrite.from_json(data.get("overwrite")),
+                   properties=dict(data.get("properties") or {}))
+
+
+class StateStore:
+    """A directory of small JSON documents, each replaced atomically."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        self._fs, self._root = filesystem_for(directory)
+
+    def _path(self, name: str) -> str:
+        return f"{self._root.rstrip('/')}/{name}"
+
+    def write_json(self, name: str, document: Any) -> None:
+        self._fs.create_dir(self._root, recursive=True)
+        final = self._path(name)
+        tmp = self._path(f".{name}.{uuid.uuid4().hex}.tmp")
+        data = json.dumps(document, indent=1, sort_keys=True).encode()
+        with self._fs.open_output_stream(tmp) as out:
+            out.write(data)
+        if isinstance(self._fs, pafs.LocalFileSystem):
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._fs.move(tmp, final)
+
+    def read_json(self, name: str) -> Any | None:
+        path = self._path(name)
+        try:
+            with self._fs.open_input_stream(path) as src:
+                raw = src.read()
+        except FileNotFoundError:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise CorruptStateError(f"{path} is not valid JSON ({exc}). "
+                                    "Restore it from a backup or delete the checkpoint to start over.") from exc
+
+    def delete(self, name: str) -> None:
+        try:
+            self._fs.delete_file(self._path(name))
+        except FileNotFoundError:
+            pass
+
+    def names(self, prefix: str) -> list[str]:
+        try:
+            infos = self._fs.get_file_info(pafs.FileSelector(self._root, allow_not_found=True))
+        except FileNotFoundError:
+            return []
+        return sorted(i.base_name for i in infos
+                      if i.type == pafs.FileType.File and i.base_name.startswith(prefix))
+
+
+class PendingStore:
+    """Pending checkpoints of one committer, in identifier order."""
+
+    PREFIX = "pending-"
+
+    def __init__(self, store: StateStore):
+        self.store = store
+
+    @staticmethod
+    def _name(identifier: int) -> str:
+        return f"{PendingStore.PREFIX}{identifier:020d}.json"
+
+    def put(self, pending: PendingCheckpoint) -> None:
+        self.store.write_json(self._name(pending.identifier), pending.to_json())
+
+    def remove(self, identifier: int) -> None:
+        self.store.delete(self._name(identifier))
+
+    def all(self) -> list[PendingCheckpoint]:
+        out = []
+        for name in self.store.names(self.PREFIX):
+            if not name.endswith(".json"):
+                continue
+            data = self.store.read_json(name)
+            if data is not None:
+                out.append(PendingCheckpoint.from_json(data, f"{self.store.directory}/{name}"))
+        return sorted(out, key=lambda p: p.identifier)
+
+    def identifiers(self) -> Sequence[int]:
+        return [p.identifier for p in self.all()]
