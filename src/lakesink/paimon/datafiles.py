@@ -30,6 +30,26 @@ _EPOCH = dt.datetime(1970, 1, 1)
 _UNAWARE_BUCKET = 0  # unaware-bucket append tables keep all files in bucket-0
 
 
+@dataclass(frozen=True)
+class TableLayout:
+    """What describing a data file needs to know of its table (picklable, no I/O)."""
+
+    fields: tuple  # pypaimon DataFields, table order
+    partition_keys: tuple
+    schema_id: int
+
+    @classmethod
+    def of(cls, table) -> TableLayout:
+        return cls(tuple(table.table_schema.fields), tuple(table.partition_keys), table.table_schema.id)
+
+    @classmethod
+    def for_new_table(cls, schema: pa.Schema, partition_keys) -> TableLayout:
+        return cls(tuple(PyarrowFieldParser.to_paimon_schema(schema)), tuple(partition_keys), 0)
+
+    def arrow_schema(self) -> pa.Schema:
+        return PyarrowFieldParser.from_paimon_schema(list(self.fields))
+
+
 @dataclass
 class StagedFile:
     """The Paimon committable: one data file, written but not yet in any snapshot."""
@@ -115,25 +135,24 @@ def _column_stats(metadata: pq.FileMetaData, fields: list[DataField], arrow_type
     return stats
 
 
-def describe_parquet(path: str, table, partition: tuple | None = None, file_io=None,
+def describe_parquet(path: str, layout: TableLayout, file_io, partition: tuple | None = None,
                      metadata: pq.FileMetaData | None = None, file_size: int | None = None) -> StagedFile:
     """Build the committable for one Parquet file of `table` lying at `path` (not yet placed).
 
     For a partitioned table the partition values are read from the file itself
     (its partition columns hold one value each), never from directory names.
     """
-    file_io = file_io or table.file_io
     if metadata is None:
         with file_io.new_input_stream(path) as stream:
             metadata = pq.read_metadata(stream)
     if file_size is None:
         file_size = file_io.get_file_size(path)
-    fields = table.table_schema.fields
+    fields = list(layout.fields)
     arrow_types = {f.name: PyarrowFieldParser.from_paimon_type(f.type) for f in fields}
     stats = _column_stats(metadata, fields, arrow_types)
 
     if partition is None:
-        partition = _partition_of(path, table, stats, metadata, file_io)
+        partition = _partition_of(path, layout.partition_keys, stats, metadata, file_io)
 
     stat_fields = [f for f in fields if f.name in stats]
     value_stats = SimpleStats(
@@ -147,15 +166,14 @@ def describe_parquet(path: str, table, partition: tuple | None = None, file_io=N
         min_key=GenericRow([], []), max_key=GenericRow([], []),
         key_stats=SimpleStats.empty_stats(), value_stats=value_stats,
         min_sequence_number=0, max_sequence_number=max(rows - 1, 0),
-        schema_id=table.table_schema.id, level=0, extra_files=[],
+        schema_id=layout.schema_id, level=0, extra_files=[],
         creation_time=Timestamp.now(), delete_row_count=0, file_source=0,
         value_stats_cols=None if len(stat_fields) == len(fields) else [f.name for f in stat_fields],
     )
     return StagedFile(partition=partition, bucket=_UNAWARE_BUCKET, meta=meta, staged_path=path)
 
 
-def _partition_of(path, table, stats, metadata, file_io) -> tuple:
-    keys = table.partition_keys
+def _partition_of(path, keys, stats, metadata, file_io) -> tuple:
     if not keys:
         return ()
     values = []

@@ -53,7 +53,14 @@ class PaimonTarget(CommitTarget[StagedFile]):
         self.path = tables.normalize_path(path)
         self.create = create
         self.fs_options = fs_options
+        self.empty_commits = False  # streaming: a snapshot even for a batch without rows
         self._table = None
+
+    def __getstate__(self):
+        # Spark pickles the target into tasks and commit processes: drop open handles.
+        state = dict(self.__dict__)
+        state["_table"] = None
+        return state
 
     # -- table access ------------------------------------------------------
     def table(self, refresh: bool = False):
@@ -108,6 +115,10 @@ class PaimonTarget(CommitTarget[StagedFile]):
                 "last_identifier": None, "last_snapshot": None, "scan_from": None}
         data.update(fields)
         write_file_atomically(self.file_io, self._marker_path(commit_user), json.dumps(data))
+
+    def forget_commit_user(self, commit_user: str) -> None:
+        """Drop the marker of a one-off commit user that will never commit again."""
+        self.file_io.delete_quietly(self._marker_path(commit_user))
 
     def last_committed(self, commit_user: str) -> int | None:
         marker = self.read_marker(commit_user)
@@ -190,7 +201,10 @@ class PaimonTarget(CommitTarget[StagedFile]):
                 attempts = _AttemptCounter(file_store_commit)
                 partition = {} if overwrite.partitions is None else dict(overwrite.partitions[0])
                 file_store_commit.overwrite(partition, messages, identifier, props)
-            elif messages:
+            elif messages or self.empty_commits:
+                if not messages:
+                    empty_ok = table.copy({"snapshot.ignore-empty-commit": "false"})
+                    file_store_commit = FileStoreCommit(atomic_snapshot_commit(empty_ok), empty_ok, commit_user)
                 file_store_commit.commit(messages, identifier, props)
         except RuntimeError as exc:
             if "conflict" in str(exc).lower():
@@ -200,7 +214,8 @@ class PaimonTarget(CommitTarget[StagedFile]):
             file_store_commit.close()
         crashpoints.reached("after-snapshot")
 
-        snapshot = self.committed_snapshot(commit_user, identifier) if (messages or overwrite) else None
+        snapshot = (self.committed_snapshot(commit_user, identifier)
+                    if (messages or overwrite or self.empty_commits) else None)
         self._write_marker(commit_user, last_identifier=identifier,
                            last_snapshot=snapshot.id if snapshot else (latest.id if latest else None),
                            scan_from=None)

@@ -1,0 +1,47 @@
+"""lakesink: exactly-once writes from PySpark into Apache Paimon tables.
+
+    import lakesink
+    spark = lakesink.session()
+    lakesink.write(df, "/data/wh/db.db/orders", mode="append")          # fast path
+    df.write.format("paimon").mode("append").save("/data/wh/db.db/orders")
+    lakesink.stream(sdf, "/data/wh/db.db/orders", checkpoint="/data/chk/orders", trigger="10 seconds")
+"""
+
+from __future__ import annotations
+
+from .errors import (CheckpointMismatchError, CommitFailedError, CommitStateUnknownError,
+                     ConfigurationError, LakesinkError, NotAPaimonTableError, RestoreError,
+                     SchemaMismatchError, UnsupportedTableError)
+from .protocol import CommitReport
+
+__version__ = "0.1.0"
+
+
+def session(app_name: str = "lakesink", master: str | None = None, conf: dict | None = None):
+    """A SparkSession (local[2] by default) with the `paimon` data source registered."""
+    from .spark.session import session as _session
+    return _session(app_name, master, conf)
+
+
+def register(spark) -> None:
+    """Register the `paimon` data source on your own SparkSession."""
+    from .spark.session import register as _register
+    _register(spark)
+
+
+def write(df, path: str, mode: str = "append", **kwargs) -> CommitReport:
+    from .spark.fastpath import write as _write
+    return _write(df, path, mode, **kwargs)
+
+
+def stream(df, path: str, checkpoint: str, trigger: str | None = None, **kwargs):
+    from .spark.streaming import stream as _stream
+    return _stream(df, path, checkpoint, trigger, **kwargs)
+
+
+write.__doc__ = "Write a DataFrame into a Paimon table as one snapshot (fast path). See spark.fastpath.write."
+stream.__doc__ = "Start an exactly-once streaming query into a Paimon table. See spark.streaming.stream."
+
+__all__ = ["session", "register", "write", "stream", "CommitReport", "LakesinkError", "ConfigurationError",
+           "SchemaMismatchError", "UnsupportedTableError", "NotAPaimonTableError", "CommitFailedError",
+           "CommitStateUnknownError", "RestoreError", "CheckpointMismatchError"]

@@ -1,0 +1,122 @@
+"""One streaming query's sink into a Paimon table, independent of the engine.
+
+State lives in `<checkpoint>/lakesink/`:
+
+* `sink.json` binds the checkpoint to one table and one commit user:
+  `{"format": "lakesink.stream-sink", "version": 1, "commit_user": ..., "table": ...}`.
+  The commit user is derived from the engine's query id (stable across
+  restarts) or given explicitly; the same checkpoint pointed at another table
+  fails at start.
+* `pending-<batch>.json`: committables accepted but not yet committed
+  (see `protocol.state`), committed by `restore()` before any new batch.
+
+Each micro-batch is one checkpoint: identifier = the engine's batch id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import uuid
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from ..errors import CheckpointMismatchError, ConfigurationError, CorruptStateError
+from ..options import WriteOptions
+from ..protocol import Committer, CommitReport, PendingStore, StateStore
+from ..protocol.state import filesystem_for
+from .datafiles import StagedFile, TableLayout
+from .sink import prepare_target
+
+log = logging.getLogger(__name__)
+
+SINK_FORMAT = "lakesink.stream-sink"
+SINK_VERSION = 1
+
+
+def query_id_of(checkpoint: str) -> str | None:
+    """Spark keeps `{"id": <query id>}` in `<checkpoint>/metadata`, stable across restarts."""
+    filesystem, root = filesystem_for(checkpoint)
+    try:
+        with filesystem.open_input_stream(f"{root.rstrip('/')}/metadata") as src:
+            first = src.read().decode().splitlines()[0]
+        return json.loads(first).get("id")
+    except (FileNotFoundError, IndexError, ValueError, OSError):
+        return None
+
+
+class StreamSink:
+    def __init__(self, path: str, checkpoint: str | None, schema: pa.Schema, options: WriteOptions,
+                 path_name: str):
+        if not checkpoint:
+            raise ConfigurationError(
+                "No checkpoint location: exactly-once streaming needs one. Set "
+                ".option('checkpointLocation', '/path/to/chk') on the writeStream."
+            )
+        self.path = path
+        self.checkpoint = checkpoint.rstrip("/")
+        self.options = options
+        self.target, self.layout = prepare_target(path, schema, options, path_name)
+        self.target.empty_commits = options.commit_empty_batches
+        self.store = StateStore(f"{self.checkpoint}/lakesink")
+        self.commit_user = self._bind(options.commit_user)
+        self.compression = options.table_options.get("file.compression") or "snappy"
+
+    def _bind(self, explicit_user: str | None) -> str:
+        binding = self.store.read_json("sink.json")
+        table = self.target.describe()
+        if binding is not None:
+            if binding.get("format") != SINK_FORMAT or binding.get("version") != SINK_VERSION:
+                raise CorruptStateError(f"{self.checkpoint}/lakesink/sink.json has an unknown format: {binding!r}")
+            if binding["table"] != table:
+                raise CheckpointMismatchError(
+                    f"Checkpoint {self.checkpoint} belongs to table {binding['table']}, not {table}. "
+                    "Use a new checkpoint location for another table."
+                )
+            if explicit_user and explicit_user != binding["commit_user"]:
+                raise CheckpointMismatchError(
+                    f"Checkpoint {self.checkpoint} was written by commit user {binding['commit_user']!r}; "
+                    f"commit.user={explicit_user!r} would make replays unrecognisable."
+                )
+            return binding["commit_user"]
+        query = query_id_of(self.checkpoint)
+        user = explicit_user or f"lakesink-stream-{query or uuid.uuid4()}"
+        self.store.write_json("sink.json", {"format": SINK_FORMAT, "version": SINK_VERSION,
+                                            "commit_user": user, "table": table, "query_id": query})
+        return user
+
+    def committer(self) -> Committer:
+        return Committer(self.target, self.commit_user, PendingStore(self.store))
+
+    def restore(self) -> list[CommitReport]:
+        """Commit what a dead driver accepted; before any new batch runs."""
+        reports = self.committer().restore()
+        for r in reports:
+            log.info("restored pending batch %s of %s: snapshot %s", r.identifier, self.commit_user, r.snapshot_id)
+        return reports
+
+    def staging_dir(self, batch_id: int) -> str:
+        # Deterministic per (query, batch): a replay reuses and finally removes the
+        # directory of the attempt that died, with whatever that attempt left there.
+        token = hashlib.sha256(self.commit_user.encode()).hexdigest()[:12]
+        return f"{self.target.lakesink_dir()}/staging/{token}-b{batch_id}"
+
+    def commit_batch(self, batch_id: int, files: Sequence[StagedFile]) -> CommitReport:
+        try:
+            return self.committer().commit(batch_id, files, None, {"lakesink.batch-id": str(batch_id)})
+        finally:
+            self.remove_staging(batch_id)
+
+    def abort_batch(self, batch_id: int, files: Sequence[StagedFile]) -> None:
+        try:
+            self.committer().abort(files, batch_id)
+        finally:
+            self.remove_staging(batch_id)
+
+    def remove_staging(self, batch_id: int) -> None:
+        self.target.file_io.delete_directory_quietly(self.staging_dir(batch_id))
+
+    def task_layout(self) -> TableLayout:
+        return self.layout

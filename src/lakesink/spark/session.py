@@ -1,0 +1,43 @@
+"""A local Spark session with lakesink's data source registered."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .._java import ensure_java
+
+# Spark's defaults, except where Paimon needs otherwise: INT96 timestamps carry no statistics.
+_DEFAULT_CONF = {
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+}
+
+
+def session(app_name: str = "lakesink", master: str | None = None, conf: dict | None = None):
+    """Get or create a SparkSession (local[2] by default) with the `paimon` data source registered.
+
+    >>> spark = lakesink.session()
+    >>> spark.range(3).write.format("paimon").save("/tmp/wh/db.db/t")   # doctest: +SKIP
+    """
+    ensure_java()
+    # Executors' Python workers must import lakesink: use this interpreter.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("LAKESINK_MASTER", "local[2]"))
+    for key, value in {**_DEFAULT_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    register(spark)
+    return spark
+
+
+def register(spark) -> None:
+    """Register the `paimon` Python data source on an existing session."""
+    from .datasource import PaimonDataSource
+
+    spark.dataSource.register(PaimonDataSource)

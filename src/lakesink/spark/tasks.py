@@ -1,0 +1,107 @@
+"""What a Spark task of the Spark-native path does: Arrow batches → staged Parquet files."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..paimon import tables
+from ..paimon.datafiles import StagedFile, TableLayout, describe_parquet
+from .arrow import conform, split_by_partition
+
+DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+
+
+@dataclass
+class TaskSpec:
+    """Everything a task needs; pickled into every task by Spark."""
+
+    staging_dir: str
+    layout: TableLayout
+    compression: str = "snappy"
+    target_file_size: int = DEFAULT_TARGET_FILE_SIZE
+
+
+@dataclass
+class _OpenFile:
+    path: str
+    writer: pq.ParquetWriter
+    partition: tuple
+    bytes: int = 0
+
+
+@dataclass
+class StagingWriter:
+    """Writes one task's rows into per-partition Parquet files, rolling at the target size."""
+
+    spec: TaskSpec
+    prefix: str
+    _open: dict = field(default_factory=dict)
+    _done: list = field(default_factory=list)
+
+    def __post_init__(self):
+        self.schema = self.spec.layout.arrow_schema()
+        self.file_io = tables.file_io_for(self.spec.staging_dir)
+        self.file_io.check_or_mkdirs(self.spec.staging_dir)
+
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        data = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+        if data.num_rows == 0:
+            return
+        data = conform(data, self.schema)
+        for partition, rows in split_by_partition(data, list(self.spec.layout.partition_keys)):
+            current = self._open.get(partition)
+            if current is None:
+                current = self._new_file(partition)
+            current.writer.write_table(rows)
+            current.bytes += rows.nbytes
+            if current.bytes >= self.spec.target_file_size:
+                self._close(partition)
+
+    def _new_file(self, partition: tuple) -> _OpenFile:
+        path = f"{self.spec.staging_dir}/{self.prefix}-{uuid.uuid4().hex}.parquet"
+        stream = self.file_io.new_output_stream(path)
+        writer = pq.ParquetWriter(stream, self.schema, compression=self.spec.compression,
+                                  use_deprecated_int96_timestamps=False, coerce_timestamps="us")
+        opened = _OpenFile(path, writer, partition)
+        opened.stream = stream
+        self._open[partition] = opened
+        return opened
+
+    def _close(self, partition: tuple) -> None:
+        opened = self._open.pop(partition)
+        opened.writer.close()
+        opened.stream.close()
+        self._done.append((opened.path, opened.partition))
+
+    def finish(self) -> list[StagedFile]:
+        for partition in list(self._open):
+            self._close(partition)
+        return [describe_parquet(path, self.spec.layout, self.file_io, partition=partition)
+                for path, partition in self._done]
+
+    def abort(self) -> None:
+        for opened in self._open.values():
+            try:
+                opened.writer.close()
+                opened.stream.close()
+            except Exception:
+                pass
+            self.file_io.delete_quietly(opened.path)
+        for path, _ in self._done:
+            self.file_io.delete_quietly(path)
+
+
+def task_prefix() -> str:
+    """partition-attempt of the running Spark task, to name its files."""
+    try:
+        from pyspark import TaskContext
+        ctx = TaskContext.get()
+        if ctx is not None:
+            return f"part{ctx.partitionId():05d}-attempt{ctx.taskAttemptId()}"
+    except Exception:
+        pass
+    return f"task-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,34 @@
+"""Shared fixtures: one local Spark session per test process, fresh warehouse per test."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    os.environ.setdefault("LAKESINK_MASTER", "local[2]")
+    import lakesink
+
+    session = lakesink.session("lakesink-tests", conf={
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.sql.session.timeZone": "UTC",
+    })
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture()
+def warehouse(tmp_path):
+    path = tmp_path / "warehouse"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture()
+def table_path(warehouse):
+    return str(warehouse / "db.db" / "t")

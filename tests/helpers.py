@@ -1,0 +1,61 @@
+"""Reading tables back with pypaimon directly (never only with lakesink's own code)."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+
+
+def read_table(path: str, snapshot_id: int | None = None) -> pa.Table:
+    from pypaimon.table.file_store_table import FileStoreTable
+
+    table = FileStoreTable.from_path(str(path))
+    if snapshot_id is not None:
+        table = table.copy({"scan.snapshot-id": str(snapshot_id)})
+    builder = table.new_read_builder()
+    return builder.new_read().to_arrow(builder.new_scan().plan().splits())
+
+
+def snapshots(path: str):
+    from pypaimon.table.file_store_table import FileStoreTable
+
+    return FileStoreTable.from_path(str(path)).snapshot_manager().list_snapshots()
+
+
+def latest_snapshot_id(path: str) -> int | None:
+    snaps = snapshots(path) if os.path.exists(os.path.join(str(path), "snapshot")) else []
+    return snaps[-1].id if snaps else None
+
+
+def referenced_data_files(path: str) -> set[str]:
+    """Absolute paths of data files any retained snapshot references."""
+    from pypaimon.table.file_store_table import FileStoreTable
+    from pypaimon.utils.file_store_path_factory import canonical_data_file_path
+
+    table = FileStoreTable.from_path(str(path))
+    out = set()
+    for snap in table.snapshot_manager().list_snapshots():
+        scan = table.copy({"scan.snapshot-id": str(snap.id)}).new_read_builder().new_scan()
+        for split in scan.plan().splits():
+            for f in split.files:
+                out.add(os.path.normpath(canonical_data_file_path(table, tuple(split.partition.values),
+                                                                  split.bucket, f.file_name)))
+    return out
+
+
+def data_files_on_disk(path: str) -> set[str]:
+    """Every .parquet file under the table directory, staging included."""
+    out = set()
+    for root, _, files in os.walk(str(path)):
+        for name in files:
+            if name.endswith(".parquet"):
+                out.add(os.path.normpath(os.path.join(root, name)))
+    return out
+
+
+def leftover_files(path: str) -> set[str]:
+    """Data files on disk that no snapshot references: must be empty after any job."""
+    if not os.path.exists(os.path.join(str(path), "snapshot")):
+        return data_files_on_disk(path)
+    return data_files_on_disk(path) - referenced_data_files(path)
