@@ -39,9 +39,27 @@ def stream(df, path: str, checkpoint: str, trigger: str | None = None, **kwargs)
     return _stream(df, path, checkpoint, trigger, **kwargs)
 
 
+def read(spark, path: str, **kwargs):
+    """Read a Paimon table as a DataFrame (fast path). See spark.read.read."""
+    from .spark.read import read as _read
+    return _read(spark, path, **kwargs)
+
+
+def read_stream(spark, path: str, **kwargs):
+    """A streaming DataFrame of the rows each new snapshot adds. See spark.read.read_stream."""
+    from .spark.read import read_stream as _read_stream
+    return _read_stream(spark, path, **kwargs)
+
+
+def history(path: str, **kwargs):
+    """A pyarrow.Table with one row per retained snapshot. See paimon.maintenance.history."""
+    from .paimon.maintenance import history as _history
+    return _history(path, **kwargs)
+
+
 write.__doc__ = "Write a DataFrame into a Paimon table as one snapshot (fast path). See spark.fastpath.write."
 stream.__doc__ = "Start an exactly-once streaming query into a Paimon table. See spark.streaming.stream."
 
-__all__ = ["session", "register", "write", "stream", "CommitReport", "LakesinkError", "ConfigurationError",
+__all__ = ["session", "register", "write", "stream", "read", "read_stream", "history", "CommitReport", "LakesinkError", "ConfigurationError",
            "SchemaMismatchError", "UnsupportedTableError", "NotAPaimonTableError", "CommitFailedError",
            "CommitStateUnknownError", "RestoreError", "CheckpointMismatchError"]

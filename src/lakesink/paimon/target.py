@@ -26,12 +26,14 @@ from pypaimon.write.commit_message_serializer import (VERSION as MESSAGE_VERSION
                                                       serialize_commit_message)
 from pypaimon.write.file_store_commit import FileStoreCommit
 
+from .commit import new_file_store_commit
+
 from ..errors import CommitConflictError, SchemaMismatchError
 from ..protocol import crashpoints
 from ..protocol.target import CommitReport, CommitTarget, Overwrite
 from . import tables
 from .datafiles import StagedFile, place, table_path_of
-from .publish import atomic_snapshot_commit, write_file_atomically
+from .publish import write_file_atomically
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
         self.create = create
         self.fs_options = fs_options
         self.empty_commits = False  # streaming: a snapshot even for a batch without rows
+        self.after_commit = []  # callables(table, report): e.g. background maintenance
         self._table = None
 
     def __getstate__(self):
@@ -186,7 +189,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
                  "lakesink.bytes-added": str(size)}
         props.update(properties or {})
 
-        file_store_commit = FileStoreCommit(atomic_snapshot_commit(table), table, commit_user)
+        file_store_commit = new_file_store_commit(table, commit_user)
         attempts = _AttemptCounter(file_store_commit)
         crashpoints.reached("before-snapshot")
         try:
@@ -196,15 +199,14 @@ class PaimonTarget(CommitTarget[StagedFile]):
                     target_table = table.copy({"dynamic-partition-overwrite": "true"})
                 else:
                     target_table = table.copy({"dynamic-partition-overwrite": "false"})
-                file_store_commit = FileStoreCommit(atomic_snapshot_commit(target_table), target_table,
-                                                    commit_user)
+                file_store_commit = new_file_store_commit(target_table, commit_user)
                 attempts = _AttemptCounter(file_store_commit)
                 partition = {} if overwrite.partitions is None else dict(overwrite.partitions[0])
                 file_store_commit.overwrite(partition, messages, identifier, props)
             elif messages or self.empty_commits:
                 if not messages:
                     empty_ok = table.copy({"snapshot.ignore-empty-commit": "false"})
-                    file_store_commit = FileStoreCommit(atomic_snapshot_commit(empty_ok), empty_ok, commit_user)
+                    file_store_commit = new_file_store_commit(empty_ok, commit_user)
                 file_store_commit.commit(messages, identifier, props)
         except RuntimeError as exc:
             if "conflict" in str(exc).lower():
@@ -225,6 +227,8 @@ class PaimonTarget(CommitTarget[StagedFile]):
                               attempts=attempts.count,
                               files_added=len(files), rows_added=rows, bytes_added=size)
         report.duration_ms = (time.perf_counter() - started) * 1000
+        for hook in self.after_commit:
+            hook(table, report)
         return report
 
     def _check_schema_ids(self, table, files: Sequence[StagedFile]) -> None:
