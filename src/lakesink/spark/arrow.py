@@ -15,7 +15,7 @@ def spark_to_arrow(schema) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     try:
-        return to_arrow_schema(schema)
+        return to_arrow_schema(schema, timezone="UTC")
     except Exception as exc:  # e.g. VariantType, intervals, CalendarInterval
         raise ConfigurationError(f"The DataFrame has a column type Paimon cannot store: {exc}") from exc
 

@@ -1,0 +1,1 @@
+"""lakesink benchmarks: `./dev bench [write|stream|read|commit|all] [--quick]`. Ratios, medians."""

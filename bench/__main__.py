@@ -1,0 +1,57 @@
+"""Run lakesink's benchmarks: `./dev bench [write|stream|read|commit|all] [--quick]`.
+
+Every figure is a ratio measured side by side in the same run (medians of
+interleaved repeats), because these machines are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+
+SUITES = {
+    "write": ("bench.bench_write", {"rows": 10_000_000, "repeats": 3}, {"rows": 500_000, "repeats": 1}),
+    "stream": ("bench.bench_stream", {"seconds": 60}, {"seconds": 15}),
+    "read": ("bench.bench_read", {"rows": 10_000_000, "repeats": 3}, {"rows": 500_000, "repeats": 1}),
+    "commit": ("bench.bench_commit", {"commits": 2000}, {"commits": 300}),
+    "aggregate": ("bench.bench_aggregate", {}, {}),
+}
+NEEDS_SPARK = {"write", "stream", "read"}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("suites", nargs="*", default=["all"], help=f"any of {', '.join(SUITES)} or all")
+    parser.add_argument("--quick", action="store_true", help="small sizes, to check the benchmarks run")
+    parser.add_argument("--json", help="also write all results to this file")
+    args = parser.parse_args(argv)
+    chosen = list(SUITES) if "all" in args.suites else args.suites
+    spark = None
+    results = {}
+    for name in chosen:
+        module_name, full, quick = SUITES[name]
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            print(f"[{name}] not available: {exc}")
+            continue
+        kwargs = quick if args.quick else full
+        if name in NEEDS_SPARK:
+            if spark is None:
+                import lakesink
+                spark = lakesink.session("lakesink-bench")
+                spark.sparkContext.setLogLevel("ERROR")
+            results[name] = module.run(spark, **kwargs)
+        else:
+            results[name] = module.run(**kwargs)
+    if spark is not None:
+        spark.stop()
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(results, out, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
