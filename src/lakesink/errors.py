@@ -23,7 +23,7 @@ class ConfigurationError(LakesinkError, ValueError):
 class UnknownOptionError(ConfigurationError):
     def __init__(self, key: str, known: Iterable[str]):
         self.key = key
-        close = sorted(k for k in known if _similar(k, key))
+        close = _suggestions(key, list(known))
         hint = f" Did you mean {', '.join(repr(k) for k in close)}?" if close else ""
         super().__init__(
             f"Unknown option {key!r}.{hint} Lakesink options are listed in docs/options.md; "
@@ -79,6 +79,16 @@ class CheckpointMismatchError(LakesinkError):
 
 class CorruptStateError(LakesinkError):
     """A durable state file is unreadable or of an unknown format version."""
+
+
+def _suggestions(key: str, known: list[str]) -> list[str]:
+    """Known keys the user probably meant: same words with other separators, or a typo away."""
+    import difflib
+
+    close = {k for k in known if _similar(k, key)}
+    by_lower = {k.lower(): k for k in known}
+    close.update(by_lower[m] for m in difflib.get_close_matches(key.lower(), list(by_lower), n=3, cutoff=0.85))
+    return sorted(close)
 
 
 def _similar(a: str, b: str) -> bool:

@@ -34,6 +34,10 @@ LAKESINK_OPTIONS: dict[str, tuple[str | None, str]] = {
     "maintenance.enabled": ("true", "Run snapshot/partition/tag expiry after each commit, in the background."),
 }
 
+# Paimon stores identifiers as signed 64-bit longs and reserves the largest for
+# one-off batch commits.
+MAX_COMMIT_IDENTIFIER = 0x7FFFFFFFFFFFFFFF - 1
+
 # Options Spark passes to a Python data source on its own.
 SPARK_SUPPLIED = {"path", "paths", "checkpointlocation", "queryname", "__partition_columns"}
 
@@ -95,7 +99,7 @@ class WriteOptions:
                     raise InvalidOptionError(key, value, "a non-empty string")
                 out.commit_user = value.strip()
             elif canonical == "commit.identifier":
-                out.commit_identifier = _int(key, value, minimum=0)
+                out.commit_identifier = _int(key, value, minimum=0, maximum=MAX_COMMIT_IDENTIFIER)
             elif canonical == "partitionOverwriteMode":
                 out.dynamic_overwrite = _choice(key, value, ("static", "dynamic")) == "dynamic"
             elif canonical == "checkpointLocation":
@@ -128,13 +132,15 @@ def _columns(value: str) -> list[str]:
     return [c.strip() for c in value.split(",") if c.strip()]
 
 
-def _int(key: str, value: str, minimum: int | None = None) -> int:
+def _int(key: str, value: str, minimum: int | None = None, maximum: int | None = None) -> int:
     try:
-        number = int(value)
+        number = int(value.strip())
     except ValueError:
         raise InvalidOptionError(key, value, "an integer") from None
     if minimum is not None and number < minimum:
         raise InvalidOptionError(key, value, f"an integer >= {minimum}")
+    if maximum is not None and number > maximum:
+        raise InvalidOptionError(key, value, f"an integer <= {maximum}")
     return number
 
 

@@ -55,6 +55,14 @@ class BatchWrite:
                 f"Save mode {mode!r} is not supported: use 'append' or 'overwrite' "
                 "(Paimon tables have no error/ignore semantics for existing data)."
             )
+        if options.commit_user is not None and options.commit_identifier is None:
+            # Without an identifier a re-run cannot be told from a new run: refusing is
+            # safer than skipping the second run, or committing the first one twice.
+            raise ConfigurationError(
+                f"commit.user={options.commit_user!r} needs commit.identifier for a batch write: give both "
+                "(a stable user and an increasing number, e.g. the run number) for idempotent re-runs, "
+                "or neither."
+            )
         target, layout = prepare_target(path, schema, options, path_name)
         anonymous = options.commit_user is None
         commit_user = options.commit_user or f"lakesink-batch-{uuid.uuid4()}"

@@ -1,0 +1,114 @@
+"""Write-option parsing: lakesink's own keys, Paimon pass-through, and clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakesink.errors import ConfigurationError, InvalidOptionError, UnknownOptionError
+from lakesink.options import MAX_COMMIT_IDENTIFIER, WriteOptions
+
+
+def test_defaults_are_append_friendly():
+    opts = WriteOptions.parse({})
+    assert opts.partition_keys == [] and opts.table_options == {}
+    assert opts.commit_user is None and opts.commit_identifier is None
+    assert not opts.dynamic_overwrite and opts.commit_mode == "sync"
+
+
+def test_lakesink_options_are_parsed_into_typed_fields():
+    opts = WriteOptions.parse({
+        "partition": " dt , region ", "commit.user": " nightly ", "commit.identifier": "42",
+        "partitionOverwriteMode": "DYNAMIC", "commit.mode": "pipelined",
+        "commit.empty-batches": "true", "maintenance.enabled": "no",
+    })
+    assert opts.partition_keys == ["dt", "region"]
+    assert opts.commit_user == "nightly" and opts.commit_identifier == 42
+    assert opts.dynamic_overwrite and opts.commit_mode == "pipelined"
+    assert opts.commit_empty_batches and not opts.maintenance
+
+
+def test_lakesink_option_keys_are_case_insensitive_like_spark_options():
+    # Spark lower-cases the keys of options given to a Python data source.
+    opts = WriteOptions.parse({"partitionoverwritemode": "dynamic", "COMMIT.USER": "u",
+                               "commit.identifier": 1, "checkpointlocation": "/chk"})
+    assert opts.dynamic_overwrite and opts.commit_user == "u" and opts.commit_identifier == 1
+
+
+def test_paimon_table_options_pass_through_by_their_paimon_names():
+    opts = WriteOptions.parse({"target-file-size": "64 mb", "file.compression": "zstd",
+                               "snapshot.num-retained.max": "10", "bucket": "-1"})
+    assert opts.table_options == {"target-file-size": "64 mb", "file.compression": "zstd",
+                                  "snapshot.num-retained.max": "10", "bucket": "-1"}
+
+
+def test_paimons_dynamic_partition_overwrite_key_also_selects_dynamic_overwrite():
+    assert WriteOptions.parse({"dynamic-partition-overwrite": "true"}).dynamic_overwrite
+    assert not WriteOptions.parse({"dynamic-partition-overwrite": "false"}).dynamic_overwrite
+
+
+def test_options_spark_adds_by_itself_are_accepted():
+    opts = WriteOptions.parse({"path": "/wh/db.db/t", "queryname": "q", "__partition_columns": "[]"})
+    assert opts.path == "/wh/db.db/t" and opts.query_name == "q"
+
+
+def test_none_values_are_ignored():
+    assert WriteOptions.parse({"commit.user": None, "partition": None}).commit_user is None
+
+
+@pytest.mark.parametrize("key, meant", [
+    ("commit_user", "commit.user"),
+    ("comit.user", "commit.user"),
+    ("target_file_size", "target-file-size"),
+    ("snapshot.num-retained.mx", "snapshot.num-retained.max"),
+    ("partitionOverwriteMod", "partitionOverwriteMode"),
+])
+def test_an_unknown_option_is_an_error_naming_the_key_and_what_was_meant(key, meant):
+    with pytest.raises(UnknownOptionError) as info:
+        WriteOptions.parse({key: "1"})
+    message = str(info.value)
+    assert f"Unknown option {key!r}" in message
+    assert "Did you mean" in message and repr(meant) in message
+    assert info.value.key == key
+
+
+def test_an_unknown_option_without_a_near_match_still_says_where_options_are_listed():
+    with pytest.raises(UnknownOptionError, match="'frobnicate'.*docs/options.md") as info:
+        WriteOptions.parse({"frobnicate": "yes"})
+    assert "Did you mean" not in str(info.value)
+
+
+def test_an_unknown_option_is_a_configuration_error_and_a_value_error():
+    with pytest.raises(ConfigurationError):
+        WriteOptions.parse({"nope": "1"})
+    with pytest.raises(ValueError):
+        WriteOptions.parse({"nope": "1"})
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("commit.identifier", "seven", "an integer"),
+    ("commit.identifier", "1.5", "an integer"),
+    ("commit.identifier", "-1", "an integer >= 0"),
+    ("commit.identifier", str(MAX_COMMIT_IDENTIFIER + 1), f"an integer <= {MAX_COMMIT_IDENTIFIER}"),
+    ("commit.mode", "fast", "one of sync, pipelined"),
+    ("partitionOverwriteMode", "sometimes", "one of static, dynamic"),
+    ("commit.empty-batches", "maybe", "true or false"),
+    ("maintenance.enabled", "2", "true or false"),
+    ("dynamic-partition-overwrite", "yep", "true or false"),
+    ("commit.user", "   ", "a non-empty string"),
+])
+def test_a_malformed_value_is_an_error_naming_the_key_the_value_and_what_is_expected(key, value, expected):
+    with pytest.raises(InvalidOptionError) as info:
+        WriteOptions.parse({key: value, "commit.user": "u"} if key == "commit.identifier" else {key: value})
+    message = str(info.value)
+    assert repr(key) in message and repr(value) in message and expected in message
+    assert (info.value.key, info.value.value) == (key, value)
+
+
+def test_commit_identifier_without_commit_user_is_an_error():
+    with pytest.raises(InvalidOptionError, match="together with commit.user"):
+        WriteOptions.parse({"commit.identifier": "3"})
+
+
+def test_the_largest_identifier_below_paimons_batch_identifier_is_accepted():
+    opts = WriteOptions.parse({"commit.user": "u", "commit.identifier": str(MAX_COMMIT_IDENTIFIER)})
+    assert opts.commit_identifier == MAX_COMMIT_IDENTIFIER
