@@ -1,15 +1,72 @@
 """Builds the pypaimon `FileStoreCommit` every lakesink commit goes through.
 
 One place to choose how snapshots are published (atomically, see `publish`)
-and how manifests are written.
+and how manifests are written: `MergingFileStoreCommit` merges manifests the
+way Paimon does (see `manifests`), so the base manifest list each commit reads
+and rewrites stays short and commit cost stays flat however many commits came
+before.
 """
 
 from __future__ import annotations
 
-from pypaimon.write.file_store_commit import FileStoreCommit
+from pypaimon.write.file_store_commit import FileStoreCommit, RetryResult
 
+from .manifests import ManifestMerger
 from .publish import atomic_snapshot_commit
 
 
+class _MergingManifestList:
+    """The commit's manifest-list manager, merging the manifests of the base list.
+
+    pypaimon builds a snapshot's base list from `read_all(latest)` once per
+    attempt; only that call (armed by `arm()`) merges. Every other use (e.g.
+    the overwrite planner's read of existing files) sees the plain list.
+    """
+
+    def __init__(self, inner, merger: ManifestMerger):
+        self._inner = inner
+        self._merger = merger
+        self._armed = False
+
+    def arm(self) -> None:
+        self._armed = True
+
+    def read_all(self, snapshot):
+        manifests = self._inner.read_all(snapshot)
+        if not self._armed:
+            return manifests
+        self._armed = False
+        return self._merger.merge(manifests)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+class MergingFileStoreCommit(FileStoreCommit):
+    """pypaimon's commit with Paimon's manifest merging on every attempt."""
+
+    def __init__(self, snapshot_commit, table, commit_user: str):
+        super().__init__(snapshot_commit, table, commit_user)
+        self._merger = ManifestMerger(table)
+        self.manifest_list_manager = _MergingManifestList(self.manifest_list_manager, self._merger)
+
+    def _try_commit_once(self, *args, **kwargs):
+        self._merger.written = []
+        self.manifest_list_manager.arm()
+        try:
+            result = super()._try_commit_once(*args, **kwargs)
+        except Exception:
+            # Raised before publication ("Failed to prepare snapshot", a conflict):
+            # the merged manifests are referenced by nothing.
+            self._merger.delete_written()
+            raise
+        finally:
+            self.manifest_list_manager._armed = False
+        if (isinstance(result, RetryResult) and not result.commit_result_may_be_uncertain
+                and result.exception is None):
+            self._merger.delete_written()  # lost the publication race: the next attempt merges anew
+        return result
+
+
 def new_file_store_commit(table, commit_user: str) -> FileStoreCommit:
-    return FileStoreCommit(atomic_snapshot_commit(table), table, commit_user)
+    return MergingFileStoreCommit(atomic_snapshot_commit(table), table, commit_user)
