@@ -38,7 +38,7 @@ def run(spark, rows: int = 10_000_000, repeats: int = 3) -> dict:
         for i in range(repeats + 1):  # round 0 warms up the JVM and Python workers
             timed("spark parquet", lambda: df.write.mode("overwrite").parquet(f"{root}/pq{i}"))
             timed("lakesink.write", lambda: lakesink.write(df, f"{root}/wh/db.db/fast{i}"))
-            timed("format(paimon)", lambda: df.write.format("paimon").save(f"{root}/wh/db.db/native{i}"))
+            timed("format(paimon)", lambda: df.write.format("paimon").mode("append").save(f"{root}/wh/db.db/native{i}"))
             timed("drain-only DS", lambda: df.write.format("lakesink_drain").mode("append").save())
             shutil.rmtree(f"{root}/pq{i}", ignore_errors=True)
             shutil.rmtree(f"{root}/wh", ignore_errors=True)
