@@ -96,3 +96,13 @@ def _similar(a: str, b: str) -> bool:
     return a.replace("-", ".").replace("_", ".") == b.replace("-", ".").replace("_", ".") or (
         len(a) > 4 and (a in b or b in a)
     )
+
+
+class MaintenanceError(LakesinkError):
+    """Background table maintenance (expiry, tags, ...) failed after an earlier commit.
+
+    Raised once, by the next commit to the table, so the failure is never silent.
+    The table itself is intact: maintenance only deletes what no snapshot needs.
+    """
+
+    retryable = True

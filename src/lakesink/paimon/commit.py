@@ -9,6 +9,8 @@ before.
 
 from __future__ import annotations
 
+import time
+
 from pypaimon.write.file_store_commit import FileStoreCommit, RetryResult
 
 from .manifests import ManifestMerger
@@ -50,7 +52,19 @@ class MergingFileStoreCommit(FileStoreCommit):
         self._merger = ManifestMerger(table)
         self.manifest_list_manager = _MergingManifestList(self.manifest_list_manager, self._merger)
 
+    def _try_commit(self, *args, **kwargs):
+        self._attempt = 0
+        self._started_ms = int(time.time() * 1000)
+        return super()._try_commit(*args, **kwargs)
+
     def _try_commit_once(self, *args, **kwargs):
+        # Per-attempt snapshot properties: which attempt published it, and when the
+        # commit started (history derives the commit duration from the snapshot time).
+        self._attempt = getattr(self, "_attempt", 0) + 1
+        props = dict(kwargs.get("snapshot_properties") or {})
+        props.setdefault("lakesink.commit-started-ms", str(getattr(self, "_started_ms", int(time.time() * 1000))))
+        props["lakesink.commit-attempt"] = str(self._attempt)
+        kwargs["snapshot_properties"] = props
         self._merger.written = []
         self.manifest_list_manager.arm()
         try:

@@ -31,7 +31,7 @@ from .commit import new_file_store_commit
 from ..errors import CommitConflictError, SchemaMismatchError
 from ..protocol import crashpoints
 from ..protocol.target import CommitReport, CommitTarget, Overwrite
-from . import tables
+from . import maintenance, tables
 from .datafiles import StagedFile, place, table_path_of
 from .publish import write_file_atomically
 
@@ -57,6 +57,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
         self.fs_options = fs_options
         self.empty_commits = False  # streaming: a snapshot even for a batch without rows
         self.after_commit = []  # callables(table, report): e.g. background maintenance
+        self.maintenance = True  # background expiry/tags after each commit (option maintenance.enabled)
         self._table = None
 
     def __getstate__(self):
@@ -171,6 +172,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
                overwrite: Overwrite | None = None,
                properties: dict[str, str] | None = None) -> CommitReport:
         started = time.perf_counter()
+        maintenance.raise_failure(self.path, self.file_io)  # an earlier background run failed
         table = self.table_or_create()
         latest = table.snapshot_manager().get_latest_snapshot()
         marker = self.read_marker(commit_user) or {}
@@ -229,6 +231,8 @@ class PaimonTarget(CommitTarget[StagedFile]):
         report.duration_ms = (time.perf_counter() - started) * 1000
         for hook in self.after_commit:
             hook(table, report)
+        if getattr(self, "maintenance", True):
+            maintenance.after_commit(self.path, table, report, self.fs_options)
         return report
 
     def _check_schema_ids(self, table, files: Sequence[StagedFile]) -> None:
