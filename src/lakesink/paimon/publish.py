@@ -1,28 +1,64 @@
 """Atomic snapshot publication: `snapshot-N` is created only if it does not exist.
 
-pypaimon publishes a snapshot by "check absent, write temp, rename", and a
-local rename replaces a file another process published in between: that
+pypaimon publishes a snapshot by "check absent, write temp, rename". A local
+rename replaces a file another process published in between, and on an
+object store the check and the copy are separate requests: either way a
 commit is silently lost (see FINDINGS). Here publication is one atomic step
 of the storage that fails when the target exists:
 
 * local / POSIX: write a temporary file, then `link()` it to the final name
   (fails with EEXIST if another writer got there first);
+* S3-compatible stores: a conditional PUT (`If-None-Match: *`), refused with
+  412 if the object exists. Checked once per process and bucket by a probe,
+  so a store that ignores the header is refused instead of trusted;
+* anything else: only with an explicit lock (`commit.lock`) or an explicit
+  acceptance of possible loss (`commit.allow-unsafe-publication`).
 
-A lost race returns False, and pypaimon's commit loop retries on the new
-latest snapshot (after checking that its own commit did not land).
+A lost race returns False: pypaimon's commit loop then first checks whether
+its own (commit user, identifier) landed (a retry after an unknown outcome),
+and otherwise rebases on the new latest snapshot and tries again, with
+Paimon's conflict checks and bounded, backed-off retries
+(`commit.max-retries`, `commit.min-retry-wait`, `commit.max-retry-wait`).
+
+The two options below are storage options: passed with the file-system
+options (`fs.s3.*`), or set as table options.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
+import threading
 import uuid
+from urllib.parse import urlparse
 
 from pypaimon.common.json_util import JSON
 from pypaimon.snapshot.renaming_snapshot_commit import RenamingSnapshotCommit
 from pypaimon.snapshot.snapshot_commit import SnapshotCommit
 
+from ..errors import ConfigurationError, InvalidOptionError
+
 log = logging.getLogger(__name__)
+
+# key: (default, meaning) -- documented in docs/storage.md
+COMMIT_LOCK = "commit.lock"
+ALLOW_UNSAFE = "commit.allow-unsafe-publication"
+PUBLICATION_OPTIONS: dict[str, tuple[str | None, str]] = {
+    COMMIT_LOCK: (None, "`file:/path/to/lockfile`: publish snapshots while holding an exclusive lock on "
+                        "that file. For storages without an atomic create (HDFS, GCS, OSS, an S3 store "
+                        "without conditional PUT). Every writer of the table must use the same lock file, "
+                        "on a file system all of them share."),
+    ALLOW_UNSAFE: ("false", "`true`: on such storages publish with pypaimon's check-then-rename anyway. "
+                            "Concurrent writers can then silently lose commits: only for tables with "
+                            "exactly one writer at a time."),
+}
+
+S3_SCHEMES = ("s3", "s3a", "s3n")
+
+
+class UnsafePublicationError(ConfigurationError):
+    """The table's storage has no atomic create and no lock was configured."""
 
 
 def _local_path(path: str) -> str | None:
@@ -50,12 +86,27 @@ def write_file_atomically(file_io, path: str, content: str) -> None:
     os.replace(tmp, local)
 
 
-class LinkingSnapshotCommit(SnapshotCommit):
-    """Publishes with link(2): atomic create-if-absent on local and POSIX file systems."""
+class _PublishingCommit(SnapshotCommit):
+    """Shared part: the LATEST hint after a successful publication."""
 
     def __init__(self, snapshot_manager):
         self.snapshot_manager = snapshot_manager
         self.file_io = snapshot_manager.file_io
+
+    def _update_latest_hint(self, snapshot_id: int) -> None:
+        # LATEST is only a hint: pypaimon checks it against snapshot-(hint+1) and
+        # lists the directory when it is stale, so a late or failed update is harmless.
+        try:
+            write_file_atomically(self.file_io, self.snapshot_manager.latest_file, str(snapshot_id))
+        except Exception as exc:
+            log.warning("could not update LATEST hint: %s", exc)
+
+    def close(self):
+        pass
+
+
+class LinkingSnapshotCommit(_PublishingCommit):
+    """Publishes with link(2): atomic create-if-absent on local and POSIX file systems."""
 
     def commit(self, base_snapshot_uuid, snapshot, statistics) -> bool:
         final = _local_path(self.snapshot_manager.get_snapshot_path(snapshot.id))
@@ -74,20 +125,208 @@ class LinkingSnapshotCommit(SnapshotCommit):
         self._update_latest_hint(snapshot.id)
         return True
 
-    def _update_latest_hint(self, snapshot_id: int) -> None:
-        # LATEST is only a hint: readers verify it against the listing.
-        try:
-            write_file_atomically(self.file_io, self.snapshot_manager.latest_file, str(snapshot_id))
-        except OSError as exc:
-            log.warning("could not update LATEST hint: %s", exc)
 
-    def close(self):
-        pass
+class ConditionalPutSnapshotCommit(_PublishingCommit):
+    """Publishes with one `PUT If-None-Match: *`: atomic create-if-absent on S3-compatible stores."""
+
+    # 412: the object exists. 409: a concurrent conditional write to the same key is
+    # in flight (AWS asks to retry); either way this attempt did not publish.
+    LOST_RACE = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
+
+    def __init__(self, snapshot_manager, client):
+        super().__init__(snapshot_manager)
+        self.client = client
+
+    def commit(self, base_snapshot_uuid, snapshot, statistics) -> bool:
+        from botocore.exceptions import ClientError
+
+        bucket, key = s3_location(self.snapshot_manager.get_snapshot_path(snapshot.id))
+        try:
+            self.client.put_object(Bucket=bucket, Key=key, IfNoneMatch="*",
+                                   Body=JSON.to_json(snapshot, indent=2).encode("utf-8"),
+                                   ContentType="application/json")
+        except ClientError as exc:
+            if _error_code(exc) in self.LOST_RACE:
+                # Possibly our own earlier PUT whose answer was lost: pypaimon's retry
+                # checks for our (commit user, identifier) before trying again.
+                return False
+            raise
+        self._update_latest_hint(snapshot.id)
+        return True
+
+
+class LockingSnapshotCommit(_PublishingCommit):
+    """Check-then-write while holding an exclusive lock file that every writer of the table takes."""
+
+    def __init__(self, snapshot_manager, lock_file: str):
+        super().__init__(snapshot_manager)
+        self.lock_file = lock_file
+
+    def commit(self, base_snapshot_uuid, snapshot, statistics) -> bool:
+        path = self.snapshot_manager.get_snapshot_path(snapshot.id)
+        os.makedirs(os.path.dirname(self.lock_file) or ".", exist_ok=True)
+        with open(self.lock_file, "a") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                if self.file_io.exists(path):
+                    return False
+                self.file_io.overwrite_file_utf8(path, JSON.to_json(snapshot, indent=2))
+                self._update_latest_hint(snapshot.id)
+                return True
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+# -- choosing the publication of a table ------------------------------------
+
+def s3_location(path: str) -> tuple[str, str]:
+    parsed = urlparse(path)
+    return parsed.netloc, parsed.path.lstrip("/")
+
+
+def _error_code(exc) -> str:
+    error = exc.response.get("Error", {})
+    return str(error.get("Code") or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode"))
+
+
+def _setting(options: dict, *names: str) -> str | None:
+    # The same spellings pypaimon's S3 FileIO accepts (fs.s3.*, s3.*, s3a.*, fs.s3a.*).
+    for name in names:
+        for prefix in ("fs.s3.", "s3.", "s3a.", "fs.s3a."):
+            if prefix + name in options:
+                return options[prefix + name]
+    return None
+
+
+_clients: dict[tuple, object] = {}
+_probed: dict[tuple, bool] = {}
+_cache_lock = threading.Lock()
+
+
+def s3_client(options: dict):
+    """A boto3 S3 client for the same endpoint and credentials as the table's pypaimon FileIO."""
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError:
+        raise ConfigurationError(
+            "Tables on S3 need boto3 for atomic snapshot publication (a conditional PUT): "
+            "pip install 'lakesink[s3]'."
+        ) from None
+    endpoint = _setting(options, "endpoint")
+    if endpoint and "://" not in endpoint:
+        endpoint = f"https://{endpoint}"  # pyarrow's default scheme for an endpoint override
+    path_style = str(_setting(options, "path-style-access", "path.style.access") or "false").lower() == "true"
+    settings = (endpoint, _setting(options, "accessKeyId", "access-key", "access.key"),
+                _setting(options, "accessKeySecret", "secret-key", "secret.key"),
+                _setting(options, "securityToken", "session-token", "session.token",
+                         "security-token", "security.token"),
+                _setting(options, "region"), path_style)
+    with _cache_lock:
+        client = _clients.get(settings)
+        if client is None:
+            endpoint, key, secret, token, region, path_style = settings
+            client = boto3.session.Session().client(
+                "s3", endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=secret,
+                aws_session_token=token, region_name=region,
+                config=Config(s3={"addressing_style": "path" if path_style else "auto"},
+                              retries={"max_attempts": 5, "mode": "standard"}))
+            _clients[settings] = client
+    return client
+
+
+def check_conditional_put(client, table_path: str) -> None:
+    """Refuse a store that ignores `If-None-Match` (it would overwrite, i.e. lose commits)."""
+    from botocore.exceptions import ClientError
+
+    bucket, prefix = s3_location(table_path)
+    cache_key = (id(client), bucket)
+    if _probed.get(cache_key):
+        return
+    key = f"{prefix.rstrip('/')}/_lakesink/conditional-put-probe-{uuid.uuid4().hex}"
+    client.put_object(Bucket=bucket, Key=key, Body=b"1", IfNoneMatch="*")
+    try:
+        client.put_object(Bucket=bucket, Key=key, Body=b"2", IfNoneMatch="*")
+    except ClientError as exc:
+        if _error_code(exc) not in ConditionalPutSnapshotCommit.LOST_RACE:
+            raise
+        _probed[cache_key] = True
+        return
+    finally:
+        client.delete_object(Bucket=bucket, Key=key)
+    raise UnsafePublicationError(
+        f"The S3 store of {table_path} ignores conditional PUTs (If-None-Match: *): a second "
+        "create of the same object succeeded. Snapshots cannot be published atomically there. "
+        f"Set {COMMIT_LOCK}=file:/shared/lockfile (every writer the same file) or, for a table "
+        f"with a single writer, {ALLOW_UNSAFE}=true."
+    )
+
+
+def _lock_file(options: dict) -> str | None:
+    value = options.get(COMMIT_LOCK)
+    if value is None or not str(value).strip():
+        return None
+    value = str(value).strip()
+    if not value.startswith("file:"):
+        raise InvalidOptionError(COMMIT_LOCK, value, "file:/path/to/lockfile (a lock file all writers share)")
+    path = _local_path(value)
+    if not path or not os.path.isabs(path):
+        raise InvalidOptionError(COMMIT_LOCK, value, "an absolute path, e.g. file:/shared/locks/orders.lock")
+    return path
+
+
+def _allow_unsafe(options: dict) -> bool:
+    value = str(options.get(ALLOW_UNSAFE, "false")).strip().lower()
+    if value not in ("true", "false"):
+        raise InvalidOptionError(ALLOW_UNSAFE, value, "true or false")
+    return value == "true"
+
+
+def publication_kind(table_path: str, options: dict | None = None) -> str:
+    """How snapshots of the table at `table_path` are published: `link`, `conditional-put`,
+    `lock` or `unsafe-rename`. Raises `UnsafePublicationError` where none is safe and none was
+    chosen: call it before writing anything, so a refused job leaves nothing behind."""
+    options = dict(options or {})
+    lock = _lock_file(options)
+    unsafe = _allow_unsafe(options)
+    if lock is not None:
+        return "lock"
+    if _local_path(table_path) is not None:
+        return "link"
+    scheme = urlparse(table_path).scheme.lower()
+    if scheme in S3_SCHEMES:
+        check_conditional_put(s3_client(options), table_path)
+        return "conditional-put"
+    if unsafe:
+        return "unsafe-rename"
+    raise UnsafePublicationError(
+        f"Cannot publish snapshots of {table_path} atomically: lakesink knows no create-if-absent "
+        f"step on {scheme}:// storage, and concurrent writers could silently lose commits. Set "
+        f"{COMMIT_LOCK}=file:/shared/lockfile (every writer of the table the same file), or, if the "
+        f"table has exactly one writer at a time, {ALLOW_UNSAFE}=true. See docs/storage.md."
+    )
+
+
+def publication_options(table) -> dict:
+    """Storage options of an open table: its table options, overridden by its FileIO's options."""
+    options = dict(table.table_schema.options or {})
+    properties = getattr(table.file_io, "properties", None)
+    if properties is not None:
+        options.update(properties.to_map())
+    return options
 
 
 def atomic_snapshot_commit(table) -> SnapshotCommit:
+    """The SnapshotCommit every lakesink commit of `table` publishes with."""
     manager = table.snapshot_manager()
-    if _local_path(manager.get_snapshot_path(1)) is not None:
+    options = publication_options(table)
+    kind = publication_kind(table.table_path, options)
+    if kind == "link":
         return LinkingSnapshotCommit(manager)
-    log.warning("no atomic publication for %s: concurrent commits may be lost", table.table_path)
+    if kind == "conditional-put":
+        return ConditionalPutSnapshotCommit(manager, s3_client(options))
+    if kind == "lock":
+        return LockingSnapshotCommit(manager, _lock_file(options))
+    log.warning("%s=true: snapshots of %s are published without an atomic step; concurrent "
+                "writers may lose commits", ALLOW_UNSAFE, table.table_path)
     return RenamingSnapshotCommit(manager)
