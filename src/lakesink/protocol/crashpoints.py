@@ -47,3 +47,6 @@ def reached(point: str) -> None:
         return
     pgid = int(os.environ.get("LAKESINK_CRASH_PGID") or os.getpgid(0))
     os.killpg(pgid, signal.SIGKILL)
+    # Spark's Python workers may sit in a process group of their own: a worker that
+    # reached the point must die with the driver, not finish the commit alone.
+    os.kill(os.getpid(), signal.SIGKILL)
