@@ -1,0 +1,130 @@
+"""The child program the crash harness kills: one streaming query, run until caught up.
+
+    python -m tests.crash.driver --path TABLE --checkpoint CHK --source SRCDIR \
+        --mode native|fast --commit sync|pipelined [--fail-first-attempt 0.5]
+
+It reads a replayable source (a directory of Parquet files, one file per
+micro-batch), writes it into the Paimon table at TABLE through the chosen path,
+and exits 0 once every source file is committed. Anything else (a failed query,
+an error at start) exits 1 with the error on stderr. The harness kills it with
+SIGKILL (`protocol.crashpoints` or a timer) and starts it again on the same
+checkpoint.
+
+Task-failure injection: a `mapInArrow` step in front of the sink raises in the
+first attempt of a deterministic fraction of tasks (Spark retries them), or in
+every attempt of one partition (the batch fails past its retries and is aborted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import zlib
+
+import pyarrow as pa
+
+SOURCE_SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("grp", pa.int32())])
+WRITER_PARTITIONS = 3  # a few writer tasks per batch: several files to place, abort and retry
+READY = "lakesink-driver: session ready"
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tests.crash.driver")
+    parser.add_argument("--path", required=True, help="Paimon table directory")
+    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--source", required=True, help="directory of Parquet files with SOURCE_SCHEMA")
+    parser.add_argument("--mode", choices=("native", "fast"), required=True)
+    parser.add_argument("--commit", choices=("sync", "pipelined"), default="sync")
+    parser.add_argument("--fail-first-attempt", type=float, default=0.0, metavar="FRACTION",
+                        help="fraction of writer tasks whose first attempt raises")
+    parser.add_argument("--fail-always-partition", type=int, default=None, metavar="P",
+                        help="writer partition P raises in every attempt (its batch is aborted)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="give up after this many seconds")
+    return parser.parse_args(argv)
+
+
+def chosen_for_failure(partition_id: int, first_id: int, fraction: float) -> bool:
+    """Deterministic in the data: a replay of the batch picks the same tasks."""
+    return zlib.crc32(f"{partition_id}:{first_id}".encode()) % 1000 < fraction * 1000
+
+
+def failure_injector(fraction: float, always_partition: int | None):
+    def inject(batches):
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        pid, attempt = ctx.partitionId(), ctx.attemptNumber()
+        for batch in batches:
+            if batch.num_rows:
+                first_id = batch.column(0)[0].as_py()
+                if always_partition == pid:
+                    time.sleep(1.0)  # let the batch's other tasks finish: the abort then has files to remove
+                    raise RuntimeError(f"injected failure: partition {pid}, attempt {attempt}, every attempt")
+                if attempt == 0 and chosen_for_failure(pid, first_id, fraction):
+                    raise RuntimeError(f"injected failure: partition {pid}, first attempt")
+            yield batch
+    return inject
+
+
+def build_stream(spark, args):
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema = from_arrow_schema(SOURCE_SCHEMA)
+    df = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(args.source)
+          .repartition(WRITER_PARTITIONS, "id"))
+    if args.fail_first_attempt > 0 or args.fail_always_partition is not None:
+        df = df.mapInArrow(failure_injector(args.fail_first_attempt, args.fail_always_partition), schema)
+    return df
+
+
+def run(args) -> int:
+    import lakesink
+
+    if os.environ.get("LAKESINK_CRASH_AT"):
+        # Spark starts Python workers in process groups of their own: tell them ours.
+        os.environ.setdefault("LAKESINK_CRASH_PGID", str(os.getpgid(0)))
+    spark = lakesink.session("lakesink-crash-driver", master="local[2,3]", conf={
+        "spark.sql.shuffle.partitions": str(WRITER_PARTITIONS),
+        "spark.sql.session.timeZone": "UTC",
+    })
+    spark.sparkContext.setLogLevel("ERROR")
+    print(READY, flush=True)
+    df = build_stream(spark, args)
+    handler = None
+    if args.mode == "fast":
+        query = lakesink.stream(df, args.path, checkpoint=args.checkpoint, trigger="availableNow",
+                                commit_mode=args.commit, partition_by=["grp"])
+        handler = query.lakesink_sink
+    else:
+        query = (df.writeStream.format("paimon").option("checkpointLocation", args.checkpoint)
+                 .option("partition", "grp").trigger(availableNow=True).start(args.path))
+    finished = query.awaitTermination(args.timeout)
+    if not finished:
+        query.stop()
+        print(f"lakesink-driver: not caught up after {args.timeout} s", file=sys.stderr)
+        return 1
+    if query.exception() is not None:
+        print(f"lakesink-driver: query failed: {query.exception()}", file=sys.stderr)
+        return 1
+    if handler is not None:
+        handler.close()  # pipelined: commits still running in the background
+    spark.stop()
+    print("lakesink-driver: caught up", flush=True)
+    return 0
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        return run(args)
+    except Exception as exc:  # one line for the harness's log; the traceback above it
+        import traceback
+        traceback.print_exc()
+        print(f"lakesink-driver: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,277 @@
+"""The crash harness: kill a streaming driver, restart it, prove every row landed once.
+
+A `Case` is one table, one checkpoint and one source directory of Parquet files
+with known rows. `Case.run` starts `tests.crash.driver` in a child process in a
+process group of its own and either lets `protocol.crashpoints` SIGKILL the group
+at a named point of the commit protocol (`crash_at="after-snapshot@2"`) or kills
+the group itself after a delay (`kill_after=seconds`, counted from the moment the
+driver's Spark session is up). `Case.finish` restarts the driver on the same
+checkpoint until it exits 0. `Case.check` then reads the table with pypaimon
+directly and counts duplicates, lost rows, rows that are not in the source,
+batches committed twice, and data files no snapshot references.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tests.helpers import leftover_files, read_table, snapshots
+
+from .driver import READY, SOURCE_SCHEMA
+
+REPO = Path(__file__).resolve().parents[2]
+DRIVER_TIMEOUT = float(os.environ.get("LAKESINK_CRASH_DRIVER_TIMEOUT", "420"))
+
+
+class HarnessError(AssertionError):
+    """The harness could not do what a case asked (e.g. a crash point was never reached)."""
+
+
+@dataclass
+class Tally:
+    cases: int = 0
+    kills: int = 0
+    restarts: int = 0
+    rows_checked: int = 0
+    duplicates: int = 0
+    lost: int = 0
+    foreign: int = 0            # rows in the table that no source file holds
+    batches_committed_twice: int = 0
+    leftover_files: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, other: Tally) -> None:
+        for name in ("cases", "kills", "restarts", "rows_checked", "duplicates", "lost", "foreign",
+                     "batches_committed_twice", "leftover_files"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.problems.extend(other.problems)
+
+    @property
+    def exactly_once(self) -> bool:
+        return not (self.duplicates or self.lost or self.foreign or self.batches_committed_twice
+                    or self.leftover_files)
+
+    def summary(self) -> str:
+        return (f"cases {self.cases}, kills {self.kills}, restarts {self.restarts}, "
+                f"rows checked {self.rows_checked}, duplicates {self.duplicates}, lost {self.lost}, "
+                f"foreign rows {self.foreign}, batches committed twice {self.batches_committed_twice}, "
+                f"leftover files {self.leftover_files}")
+
+
+@dataclass
+class RunResult:
+    returncode: int
+    killed: bool        # the process group died of SIGKILL (a crash point or our timer)
+    seconds: float
+    log: Path
+
+    def tail(self, lines: int = 25) -> str:
+        text = self.log.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+
+def make_source(directory: Path, files: int = 4, rows_per_file: int = 50,
+                empty_files: tuple[int, ...] = ()) -> pa.Table:
+    """Write the source: file k holds ids k*rows..(k+1)*rows-1 (none for `empty_files`)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for k in range(files):
+        ids = [] if k in empty_files else list(range(k * rows_per_file, (k + 1) * rows_per_file))
+        rows = pa.table({"id": pa.array(ids, pa.int64()), "name": [f"row-{i}" for i in ids],
+                         "grp": pa.array([i % 3 for i in ids], pa.int32())}, schema=SOURCE_SCHEMA)
+        pq.write_table(rows, directory / f"part-{k:05d}.parquet")
+    return source_rows(directory)
+
+
+def source_rows(directory: Path) -> pa.Table:
+    tables = [pq.read_table(p, schema=SOURCE_SCHEMA) for p in sorted(directory.glob("*.parquet"))]
+    return pa.concat_tables(tables) if tables else SOURCE_SCHEMA.empty_table()
+
+
+def _sorted_rows(table: pa.Table) -> list[tuple]:
+    table = table.select(SOURCE_SCHEMA.names)
+    return sorted(zip(*(table.column(n).to_pylist() for n in SOURCE_SCHEMA.names)))
+
+
+class Case:
+    def __init__(self, workdir: Path, mode: str, commit: str = "sync"):
+        self.workdir = Path(workdir)
+        self.mode, self.commit = mode, commit
+        self.source = self.workdir / "source"
+        self.table = str(self.workdir / "warehouse" / "db.db" / "t")
+        self.checkpoint = str(self.workdir / "checkpoint")
+        self.logs = self.workdir / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.tally = Tally(cases=1)
+        self.runs: list[RunResult] = []
+
+    def command(self, fail_first_attempt: float = 0.0, fail_always_partition: int | None = None) -> list[str]:
+        cmd = [sys.executable, "-m", "tests.crash.driver", "--path", self.table, "--checkpoint",
+               self.checkpoint, "--source", str(self.source), "--mode", self.mode, "--commit", self.commit]
+        if fail_first_attempt:
+            cmd += ["--fail-first-attempt", str(fail_first_attempt)]
+        if fail_always_partition is not None:
+            cmd += ["--fail-always-partition", str(fail_always_partition)]
+        return cmd
+
+    def run(self, crash_at: str | None = None, kill_after: float | None = None,
+            fail_first_attempt: float = 0.0, fail_always_partition: int | None = None,
+            timeout: float = DRIVER_TIMEOUT) -> RunResult:
+        """One driver run; `crash_at` or `kill_after` make it a run that is meant to die."""
+        number = len(self.runs) + 1
+        log = self.logs / f"run-{number:03d}.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LAKESINK_CRASH")}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+        env.setdefault("PYSPARK_PYTHON", sys.executable)
+        env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        if crash_at:
+            env["LAKESINK_CRASH_AT"] = crash_at
+            env["LAKESINK_CRASH_COUNTER"] = str(self.workdir / f"crash-counter-{number:03d}")
+        started = time.monotonic()
+        with open(log, "wb") as out:
+            out.write(f"$ {' '.join(self.command(fail_first_attempt, fail_always_partition))}"
+                      f"  # crash_at={crash_at} kill_after={kill_after}\n".encode())
+            out.flush()
+            child = subprocess.Popen(self.command(fail_first_attempt, fail_always_partition), cwd=REPO,
+                                     env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+            killed_by_us = False
+            try:
+                if kill_after is not None:
+                    killed_by_us = self._kill_later(child, log, kill_after, started + timeout)
+                child.wait(timeout=max(1.0, started + timeout - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _kill_group(child.pid)
+                child.wait()
+                raise HarnessError(f"driver run {number} of {self.workdir} did not finish in {timeout:.0f} s; "
+                                   f"log: {log}") from None
+            finally:
+                _kill_group(child.pid)  # whatever the dead driver left in its group (its JVM, workers)
+        result = RunResult(child.returncode, killed_by_us or child.returncode == -signal.SIGKILL,
+                           time.monotonic() - started, log)
+        self.runs.append(result)
+        if result.killed:
+            self.tally.kills += 1
+        if len(self.runs) > 1:
+            self.tally.restarts += 1
+        return result
+
+    def _kill_later(self, child, log: Path, delay: float, deadline: float) -> bool:
+        while child.poll() is None and READY.encode() not in log.read_bytes():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+        kill_at = time.monotonic() + delay
+        while child.poll() is None and time.monotonic() < kill_at:
+            time.sleep(0.05)
+        if child.poll() is not None:
+            return False  # caught up before the kill: nothing to count
+        _kill_group(child.pid)
+        return True
+
+    def crash(self, crash_at: str, **kwargs) -> RunResult:
+        """A run that must be killed at `crash_at`; raises if the point was never reached."""
+        result = self.run(crash_at=crash_at, **kwargs)
+        if not result.killed:
+            raise HarnessError(f"crash point {crash_at} was not reached (exit {result.returncode}); "
+                               f"log {result.log}:\n{result.tail()}")
+        return result
+
+    def finish(self, max_runs: int = 3, **kwargs) -> RunResult:
+        """Restart the driver (no crash) until it exits 0."""
+        for _ in range(max_runs):
+            result = self.run(**kwargs)
+            if result.returncode == 0:
+                return result
+        raise HarnessError(f"driver did not catch up in {max_runs} runs; last log {result.log}:\n"
+                           f"{result.tail()}")
+
+    def commit_user(self) -> str | None:
+        import json
+        sink = Path(self.checkpoint) / "lakesink" / "sink.json"
+        return json.loads(sink.read_text())["commit_user"] if sink.exists() else None
+
+    def check(self, expected: pa.Table | None = None, other_writer_rows: int = 0) -> Tally:
+        """Every source row exactly once (rows with id < 0 belong to other writers), no leftovers."""
+        expected = source_rows(self.source) if expected is None else expected
+        tally = self.tally
+        actual = read_table(self.table) if Path(self.table, "snapshot").exists() else SOURCE_SCHEMA.empty_table()
+        ids = actual.column("id").to_pylist()
+        ours = Counter(i for i in ids if i >= 0)
+        others = sum(1 for i in ids if i < 0)
+        wanted = Counter(expected.column("id").to_pylist())
+        tally.rows_checked += sum(wanted.values())
+        tally.duplicates += sum(max(0, ours[i] - wanted[i]) for i in ours if i in wanted)
+        tally.lost += sum(max(0, wanted[i] - ours[i]) for i in wanted)
+        tally.foreign += sum(n for i, n in ours.items() if i not in wanted) + abs(others - other_writer_rows)
+        if not (tally.duplicates or tally.lost or tally.foreign):
+            ours_table = actual.filter(pa.compute.greater_equal(actual.column("id"), 0))
+            if _sorted_rows(ours_table) != _sorted_rows(expected):
+                tally.problems.append(f"{self.workdir}: ids match but row contents differ")
+        user = self.commit_user()
+        if user is not None and Path(self.table, "snapshot").exists():
+            identifiers = Counter(s.commit_identifier for s in snapshots(self.table) if s.commit_user == user)
+            tally.batches_committed_twice += sum(n - 1 for n in identifiers.values() if n > 1)
+        leftovers = leftover_files(self.table)
+        tally.leftover_files += len(leftovers)
+        if leftovers:
+            tally.problems.append(f"{self.workdir}: leftover files {sorted(leftovers)[:5]}")
+        if not tally.exactly_once:
+            tally.problems.append(f"{self.workdir}: {tally.summary()}")
+        return tally
+
+
+def append_as_other_writer(table_path: str, snapshots_to_add: int, rows_each: int = 5) -> int:
+    """Commit a few snapshots with pypaimon's own writer and a commit user of its own (ids < 0)."""
+    from pypaimon.table.file_store_table import FileStoreTable
+
+    table = FileStoreTable.from_path(table_path)
+    added = 0
+    for k in range(snapshots_to_add):
+        ids = [-(1 + k * rows_each + j) for j in range(rows_each)]
+        rows = pa.table({"id": pa.array(ids, pa.int64()), "name": [f"other-{i}" for i in ids],
+                         "grp": pa.array([abs(i) % 3 for i in ids], pa.int32())})
+        builder = table.new_batch_write_builder()
+        write, commit = builder.new_write(), builder.new_commit()
+        try:
+            write.write_arrow(rows)
+            commit.commit(write.prepare_commit())
+        finally:
+            write.close()
+            commit.close()
+        added += len(ids)
+    return added
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def random_kill_case(workdir: Path, mode: str, commit: str, rng: random.Random, max_kills: int,
+                     files: int = 6, rows_per_file: int = 40, max_delay: float = 12.0) -> Tally:
+    """Soak unit: kill the driver at random moments up to `max_kills` times, then let it catch up."""
+    case = Case(workdir, mode, commit)
+    make_source(case.source, files=files, rows_per_file=rows_per_file)
+    for _ in range(max_kills):
+        result = case.run(kill_after=rng.uniform(0.0, max_delay),
+                          fail_first_attempt=rng.choice((0.0, 0.0, 0.3)))
+        if not result.killed:
+            if result.returncode != 0:
+                raise HarnessError(f"driver failed without a kill; log {result.log}:\n{result.tail()}")
+            break
+    else:
+        case.finish()
+    return case.check()
