@@ -1,0 +1,434 @@
+"""The Spark-native read path: `spark.read/readStream.format("paimon")` (Python Data Source API).
+
+The driver plans with pypaimon (`paimon/scan.py`) and hands each pypaimon split
+to a Spark task in pypaimon's own compact binary form (`split_serializer`);
+tasks read them with pypaimon's reader, so primary-key tables are merged on
+read, and yield Arrow record batches.
+
+Filters: Spark passes filters to `pushFilters` only with
+`spark.sql.python.filterPushdown.enabled=true`, and does not re-check the
+filters a reader accepts. This reader accepts only filters it evaluates exactly
+itself, on the rows, with pyarrow (top-level integer, string, boolean and date
+columns); they also prune files. Everything else stays with Spark.
+
+Options (Paimon's names; short aliases in brackets):
+
+| key | meaning |
+|---|---|
+| `filter-pushdown` | batch: `true` to let the reader take filters (also needs `spark.sql.python.filterPushdown.enabled=true`; Spark refuses a reader offering `pushFilters` while that is off) |
+| `scan.snapshot-id` (`snapshot-id`) | batch: read this snapshot |
+| `scan.tag-name` (`tag`) | batch: read the snapshot of this tag |
+| `scan.timestamp-millis` (`timestamp`) | batch: the latest snapshot committed at or before this time |
+| `scan.mode` | stream: `latest` (default: rows committed after the query starts), `latest-full` (the current rows, then new ones), `earliest` (lakesink: everything still retained, then new rows), `from-snapshot` / `from-snapshot-full` (with `scan.snapshot-id`), `from-timestamp` (with `scan.timestamp-millis`: rows of snapshots committed after it) |
+| `consumer-id` | stream: record progress in the table (`consumer/consumer-<id>`) when Spark commits a batch; a new query with this id starts where the last one stopped |
+| `streaming-read-overwrite` | stream: also deliver the rows an OVERWRITE snapshot adds (default false: skipped; see paimon/scan.py) |
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import (DataSourceReader, DataSourceStreamReader, EqualNullSafe, EqualTo,
+                                    GreaterThan, GreaterThanOrEqual, In, InputPartition, IsNotNull,
+                                    IsNull, LessThan, LessThanOrEqual, Not, StringContains,
+                                    StringEndsWith, StringStartsWith)
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+
+from ..errors import InvalidOptionError, UnknownOptionError
+from ..options import SPARK_SUPPLIED
+
+log = logging.getLogger(__name__)
+
+# canonical key → accepted spellings
+_BATCH_KEYS = {
+    "filter-pushdown": ("filter-pushdown",),
+    "scan.snapshot-id": ("scan.snapshot-id", "snapshot-id"),
+    "scan.tag-name": ("scan.tag-name", "tag"),
+    "scan.timestamp-millis": ("scan.timestamp-millis", "timestamp"),
+}
+_STREAM_KEYS = {
+    "scan.mode": ("scan.mode",),
+    "scan.snapshot-id": ("scan.snapshot-id", "snapshot-id"),
+    "scan.timestamp-millis": ("scan.timestamp-millis", "timestamp"),
+    "consumer-id": ("consumer-id",),
+    "streaming-read-overwrite": ("streaming-read-overwrite",),
+}
+STREAM_MODES = ("latest", "latest-full", "earliest", "from-snapshot", "from-snapshot-full", "from-timestamp")
+
+
+def parse_options(options: dict, known: dict) -> dict:
+    """Options by canonical key; unknown keys are an error naming the known ones."""
+    alias = {spelling.lower(): key for key, spellings in known.items() for spelling in spellings}
+    out = {}
+    for key, value in options.items():
+        low = key.lower()
+        if low in SPARK_SUPPLIED:
+            continue
+        if low not in alias:
+            raise UnknownOptionError(key, [s for spellings in known.values() for s in spellings])
+        out[alias[low]] = str(value)
+    return out
+
+
+@dataclass
+class SplitsPartition(InputPartition):
+    """pypaimon splits in SplitSerializer v1 bytes (compact; Spark pickles partitions)."""
+
+    splits: list  # of bytes
+
+
+# ---------------------------------------------------------------- filters evaluated exactly
+
+_COMPARISONS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
+
+
+def _exact_value(value, arrow_type) -> bool:
+    """True when pyarrow compares `value` with a column of `arrow_type` exactly as Spark does."""
+    import pyarrow as pa
+
+    if value is None:
+        return False
+    if pa.types.is_integer(arrow_type):
+        if isinstance(value, bool) or not isinstance(value, int):
+            return False
+        try:
+            pa.scalar(value, arrow_type)
+        except (pa.ArrowInvalid, OverflowError):
+            return False
+        return True
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return isinstance(value, str)  # both compare UTF-8 bytes (Spark's default collation)
+    if pa.types.is_boolean(arrow_type):
+        return isinstance(value, bool)
+    if pa.types.is_date32(arrow_type):
+        return isinstance(value, dt.date) and not isinstance(value, dt.datetime)
+    return False  # floats (NaN ordering differs), timestamps (time zones), decimals, nested
+
+
+def exact_filter(spark_filter, arrow_types: dict):
+    """`spark_filter` as a lakesink filter term we evaluate exactly, or None to leave it to Spark.
+
+    Terms: ("cmp", column, op, value) | ("in", column, values) | ("null", column, is_null)
+    | ("eqns", column, value) | ("str", column, kind, text) | ("not", term).
+    """
+    column_path = getattr(spark_filter, "attribute", None)
+    if isinstance(spark_filter, Not):
+        inner = exact_filter(spark_filter.child, arrow_types)
+        return ("not", inner) if inner is not None else None
+    if not column_path or len(column_path) != 1 or column_path[0] not in arrow_types:
+        return None
+    column = column_path[0]
+    arrow_type = arrow_types[column]
+    kind = type(spark_filter)
+    if kind in _COMPARISONS:
+        value = spark_filter.value
+        return ("cmp", column, _COMPARISONS[kind], value) if _exact_value(value, arrow_type) else None
+    if kind is EqualNullSafe:
+        return ("eqns", column, spark_filter.value) if _exact_value(spark_filter.value, arrow_type) else None
+    if kind is In:
+        values = list(spark_filter.value)
+        return ("in", column, values) if values and all(_exact_value(v, arrow_type) for v in values) else None
+    if kind in (IsNull, IsNotNull):
+        return ("null", column, kind is IsNull)
+    if kind in (StringStartsWith, StringEndsWith, StringContains):
+        if _exact_value(spark_filter.value, arrow_type) and isinstance(spark_filter.value, str):
+            return ("str", column, kind.__name__, spark_filter.value)
+    return None
+
+
+def evaluate(term, batch):
+    """Boolean mask of `term` over `batch` with SQL null semantics (null = not selected)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    tag = term[0]
+    if tag == "not":
+        return pc.invert(evaluate(term[1], batch))
+    column = batch.column(batch.schema.get_field_index(term[1]))
+    if tag == "cmp":
+        _, _, op, value = term
+        scalar = pa.scalar(value, column.type)
+        return {"=": pc.equal, ">": pc.greater, ">=": pc.greater_equal, "<": pc.less,
+                "<=": pc.less_equal}[op](column, scalar)
+    if tag == "eqns":
+        return pc.fill_null(pc.equal(column, pa.scalar(term[2], column.type)), False)
+    if tag == "in":
+        return pc.is_in(column, value_set=pa.array(term[2], column.type))  # null input → null
+    if tag == "null":
+        return pc.is_null(column) if term[2] else pc.is_valid(column)
+    if tag == "str":
+        fn = {"StringStartsWith": pc.starts_with, "StringEndsWith": pc.ends_with,
+              "StringContains": pc.match_substring}[term[2]]
+        return fn(column, pattern=term[3])
+    raise AssertionError(f"unknown filter term {term!r}")
+
+
+def pruning_filters(term) -> list:
+    """The pypaimon-prunable part of an accepted term (paimon.scan.Filter); [] when none."""
+    from ..paimon.scan import Filter
+
+    tag = term[0]
+    if tag == "cmp":
+        return [Filter(term[1], term[2], term[3])]
+    if tag in ("eqns",):
+        return [Filter(term[1], "=", term[2])]
+    if tag == "in":
+        return [Filter(term[1], "in", term[2])]
+    if tag == "null":
+        return [Filter(term[1], "is_null" if term[2] else "is_not_null")]
+    return []  # NOT and string patterns: evaluated on rows only
+
+
+# ---------------------------------------------------------------- reading splits in tasks
+
+def read_splits(path: str, serialized: list, expected_schema, terms: list):
+    """Yield Arrow record batches of `serialized` splits, filtered by `terms`, as `expected_schema`."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pypaimon.read.split_serializer import deserialize_split_v1
+
+    from ..paimon.scan import open_for_read
+
+    table = open_for_read(path)
+    key_fields = _key_fields(table)
+    splits = [deserialize_split_v1(blob, table.partition_keys_fields, key_fields) for blob in serialized]
+    reader = table.new_read_builder().new_read().to_arrow_batch_reader(splits)
+    for batch in reader:
+        if terms:
+            mask = evaluate(terms[0], batch)
+            for term in terms[1:]:
+                mask = pc.and_kleene(mask, evaluate(term, batch))
+            batch = batch.filter(mask)
+        if batch.num_rows:
+            yield conform_batch(batch, expected_schema)
+
+
+def _key_fields(table):
+    if not table.is_primary_key_table:
+        return None
+    by_name = {f.name: f for f in table.fields}
+    return [by_name[name] for name in table.trimmed_primary_keys]
+
+
+def conform_batch(batch, schema):
+    import pyarrow as pa
+
+    batch = batch.select(schema.names)
+    if batch.schema.equals(schema):
+        return batch
+    arrays = [column.cast(field.type) if column.type != field.type else column
+              for column, field in zip(batch.columns, schema)]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _serialize(splits) -> list:
+    from pypaimon.read.split_serializer import serialize_split_v1
+    return [serialize_split_v1(split) for split in splits]
+
+
+def _partitions(splits) -> list:
+    # One Spark task per pypaimon split: pypaimon already packs small files into
+    # splits of `source.split.target-size` (and keeps a primary-key bucket whole).
+    return [SplitsPartition([blob]) for blob in _serialize(splits)]
+
+
+def _expected_arrow_schema(schema):
+    from pyspark.sql.pandas.types import to_arrow_schema
+    return to_arrow_schema(schema, timezone="UTC")  # what Spark checks returned batches against
+
+
+# ---------------------------------------------------------------- batch
+
+class PaimonBatchReader(DataSourceReader):
+    """One snapshot of a Paimon table, fixed when the reader is created.
+
+    Spark fails a reader that defines `pushFilters` while
+    `spark.sql.python.filterPushdown.enabled` is false, and a reader cannot see
+    that setting: `filter-pushdown=true` selects the subclass that takes filters.
+    """
+
+    def __new__(cls, path: str | None = None, options: dict | None = None, schema=None):
+        # (no arguments when unpickled in a task)
+        wants = str(parse_options(options or {}, _BATCH_KEYS).get("filter-pushdown", "false")).strip().lower()
+        if wants not in ("true", "false"):
+            raise InvalidOptionError("filter-pushdown", wants, "true or false")
+        if cls is PaimonBatchReader and wants == "true":
+            cls = PaimonFilteringBatchReader
+        return super().__new__(cls)
+
+    def __init__(self, path: str, options: dict, schema):
+        from ..paimon import scan
+
+        opts = parse_options(options, _BATCH_KEYS)
+        self.path = path
+        self.schema = schema
+        table = scan.open_for_read(path)
+        snapshot = scan.resolve_snapshot(table, snapshot=opts.get("scan.snapshot-id"),
+                                         tag=opts.get("scan.tag-name"),
+                                         timestamp=opts.get("scan.timestamp-millis"))
+        self.snapshot_id = snapshot.id if snapshot is not None else None
+        self.arrow_schema = _expected_arrow_schema(schema)
+        self.terms: list = []
+
+    def plan(self):
+        from ..paimon import scan
+
+        table = scan.open_for_read(self.path)
+        snapshot = (table.snapshot_manager().get_snapshot_by_id(self.snapshot_id)
+                    if self.snapshot_id is not None else None)
+        if self.snapshot_id is not None and snapshot is None:
+            raise scan.SnapshotNotFoundError(
+                f"Snapshot {self.snapshot_id} of {self.path} expired while the query was planned; "
+                f"{scan.describe_range(table)}.")
+        predicate = scan.to_predicate(table, [f for term in self.terms for f in pruning_filters(term)])
+        return scan.plan_snapshot(table, snapshot, predicate)
+
+    def partitions(self):
+        return _partitions(self.plan().splits)
+
+    def read(self, partition):
+        if partition is None or getattr(partition, "splits", None) is None:
+            return iter(())  # Spark's placeholder partition for an empty plan
+        return read_splits(self.path, partition.splits, self.arrow_schema, self.terms)
+
+
+class PaimonFilteringBatchReader(PaimonBatchReader):
+    """The batch reader taking the filters it evaluates exactly (`filter-pushdown=true`)."""
+
+    def pushFilters(self, filters):
+        types = {f.name: f.type for f in self.arrow_schema}
+        for spark_filter in filters:
+            term = exact_filter(spark_filter, types)
+            if term is None:
+                yield spark_filter
+            else:
+                self.terms.append(term)
+
+
+# ---------------------------------------------------------------- streaming
+
+def _offset(snapshot: int, full: bool = False) -> dict:
+    return {"snapshot": int(snapshot), "full": True} if full else {"snapshot": int(snapshot)}
+
+
+class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The rows each new snapshot adds. Offsets are `{"snapshot": n}`: snapshots up to n are read.
+
+    `{"snapshot": n, "full": true}` (a start offset only) means: snapshot n's full
+    contents have not been read yet either (starts `latest-full`, `from-snapshot-full`,
+    and `earliest` once early snapshots expired).
+    """
+
+    def __init__(self, path: str, options: dict, schema):
+        from ..paimon import scan
+
+        opts = parse_options(options, _STREAM_KEYS)
+        self.path = path
+        self.schema = schema
+        self.arrow_schema = _expected_arrow_schema(schema)
+        self.mode = opts.get("scan.mode", "latest").lower()
+        if self.mode not in STREAM_MODES:
+            raise InvalidOptionError("scan.mode", self.mode, "one of " + ", ".join(STREAM_MODES))
+        self.start_snapshot = opts.get("scan.snapshot-id")
+        self.start_millis = opts.get("scan.timestamp-millis")
+        need = {"from-snapshot": self.start_snapshot, "from-snapshot-full": self.start_snapshot,
+                "from-timestamp": self.start_millis}
+        if self.mode in need and need[self.mode] is None:
+            key = "scan.timestamp-millis" if self.mode == "from-timestamp" else "scan.snapshot-id"
+            raise InvalidOptionError("scan.mode", self.mode, f"to be given together with {key}")
+        self.consumer_id = opts.get("consumer-id")
+        if self.consumer_id is not None:
+            from pypaimon.consumer.consumer_manager import ConsumerManager
+            try:
+                ConsumerManager._validate_consumer_id(self.consumer_id)
+            except ValueError as exc:
+                raise InvalidOptionError("consumer-id", self.consumer_id, str(exc)) from None
+        overwrite = opts.get("streaming-read-overwrite", "false").strip().lower()
+        if overwrite not in ("true", "false"):
+            raise InvalidOptionError("streaming-read-overwrite", overwrite, "true or false")
+        self.read_overwrite = overwrite == "true"
+        self.available_now_end: int | None = None
+        scan.check_streamable(scan.open_for_read(path))
+
+    def _table(self):
+        from ..paimon import scan
+        return scan.open_for_read(self.path)
+
+    def initialOffset(self) -> dict:
+        from ..paimon import scan
+
+        table = self._table()
+        if self.consumer_id is not None:
+            consumer = _consumers(table).consumer(self.consumer_id)
+            if consumer is not None:
+                return _offset(consumer.next_snapshot - 1)
+        span = scan.available_range(table)
+        earliest, latest = span if span else (1, 0)
+        if self.mode == "latest":
+            return _offset(latest)
+        if self.mode == "latest-full":
+            return _offset(latest, full=latest > 0)
+        if self.mode == "earliest":
+            return _offset(0) if earliest <= 1 else _offset(earliest, full=True)
+        if self.mode in ("from-snapshot", "from-snapshot-full"):
+            wanted = scan._snapshot_id(self.start_snapshot)
+            full = self.mode == "from-snapshot-full"
+            if not (earliest <= wanted <= latest + (0 if full else 1)):
+                raise scan.SnapshotNotFoundError(
+                    f"Cannot start streaming {self.path} at snapshot {wanted}: {scan.describe_range(table)}.")
+            return _offset(wanted, full=True) if full else _offset(wanted - 1)
+        millis = scan.to_millis(self.start_millis)  # from-timestamp
+        before = table.snapshot_manager().earlier_or_equal_time_mills(millis)
+        return _offset(before.id if before is not None else earliest - 1)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        latest = self._table().snapshot_manager().get_latest_snapshot()
+        self.available_now_end = latest.id if latest is not None else 0
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        latest = self._table().snapshot_manager().get_latest_snapshot()
+        newest = latest.id if latest is not None else 0
+        if self.available_now_end is not None:
+            newest = min(newest, self.available_now_end)
+        begin = int(start["snapshot"])
+        if start.get("full") and newest >= begin:
+            return _offset(max(newest, begin))
+        return _offset(newest) if newest > begin else start
+
+    def partitions(self, start: dict, end: dict):
+        from ..paimon import scan
+
+        table = self._table()
+        begin, stop = int(start["snapshot"]), int(end["snapshot"])
+        splits = []
+        if start.get("full"):
+            snapshot = table.snapshot_manager().get_snapshot_by_id(begin)
+            if snapshot is None:
+                raise scan.SnapshotNotFoundError(
+                    f"Snapshot {begin} of {self.path} expired before the stream read it; "
+                    f"{scan.describe_range(table)}. Restart the query from a new checkpoint.")
+            splits.extend(scan.plan_snapshot(table, snapshot).splits)
+        if stop > begin:
+            splits.extend(scan.plan_added(table, begin, stop, self.read_overwrite))
+        return _partitions(splits)
+
+    def read(self, partition):
+        return read_splits(self.path, partition.splits, self.arrow_schema, [])
+
+    def commit(self, end: dict) -> None:
+        """Spark has durably finished the batch ending at `end`: record the consumer's progress."""
+        if self.consumer_id is None:
+            return
+        from pypaimon.consumer.consumer import Consumer
+
+        _consumers(self._table()).reset_consumer(self.consumer_id, Consumer(int(end["snapshot"]) + 1))
+
+    def stop(self) -> None:
+        pass
+
+
+def _consumers(table):
+    from pypaimon.consumer.consumer_manager import ConsumerManager
+    return ConsumerManager(table.file_io, table.table_path)
