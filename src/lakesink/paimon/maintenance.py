@@ -224,11 +224,13 @@ class _Metadata:
             self._entries[meta.file_name] = self.files.read(meta.file_name, file_size=meta.file_size)
         return self._entries[meta.file_name]
 
-    def referenced(self, snapshots: Iterable[Snapshot], progress: ProgressFn | None = None) -> set[str]:
+    def referenced(self, snapshots: Iterable[Snapshot], progress: ProgressFn | None = None,
+                   live_only: bool = False) -> set[str]:
         """Every file the snapshots need: lists, manifests, index manifest, data files.
 
-        Conservative: a data file named in any of their manifests counts, even if
-        a later DELETE entry removed it.
+        By default conservative: a data file named in any of their manifests
+        counts, even if a DELETE entry removed it. With `live_only`, only data
+        files live in one of the snapshots (ADD not cancelled by a DELETE) count.
         """
         out: set[str] = set()
         snapshots = list(snapshots)
@@ -237,13 +239,15 @@ class _Metadata:
             out.update(f"{manifest_dir}/{n}" for n in _lists_of(snapshot))
             if snapshot.index_manifest:
                 out.add(f"{manifest_dir}/{snapshot.index_manifest}")
+            added, deleted = set(), set()
             for meta in self.manifests(snapshot):
                 path = f"{manifest_dir}/{meta.file_name}"
-                if path in out:
+                if path in out and not live_only:
                     continue
                 out.add(path)
                 for entry in self.entries(meta):
-                    out.update(_entry_paths(self.table, entry))
+                    (added if entry.kind == 0 or not live_only else deleted).update(_entry_paths(self.table, entry))
+            out.update(added - deleted)
             if progress:
                 progress("reading snapshots", i + 1, len(snapshots))
         return out
@@ -585,7 +589,7 @@ def delete_tag(table, name: str) -> int:
     if earliest is not None and tag.id >= earliest.id and manager.get_snapshot_by_id(tag.id):
         return 0  # its snapshot is still retained: snapshot expiry deals with its files
     meta = _Metadata(table)
-    still = meta.referenced([s for s in manager.list_snapshots()] + list(tags.values()))
+    still = meta.referenced(list(manager.list_snapshots()) + list(tags.values()), live_only=True)
     mine = meta.referenced([tag])
     deleted = 0
     for path in sorted(mine - still):
