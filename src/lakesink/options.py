@@ -60,6 +60,13 @@ def paimon_option_keys() -> set[str]:
     return keys | _EXTRA_PAIMON_KEYS
 
 
+def is_storage_option(key: str) -> bool:
+    """File-system options (pypaimon's `fs.s3.endpoint`, `s3.path-style-access`, ...) and the
+    snapshot publication options (docs/storage.md): used to reach the table, never stored in it."""
+    from .paimon.publish import PUBLICATION_OPTIONS
+    return key.startswith(("fs.", "s3.", "s3a.")) or key in PUBLICATION_OPTIONS
+
+
 def _lower_map(options: Mapping[str, object]) -> dict[str, str]:
     return {str(k): str(v) for k, v in options.items() if v is not None}
 
@@ -78,6 +85,7 @@ class WriteOptions:
     commit_empty_batches: bool = False
     maintenance: bool = True
     table_options: dict[str, str] = field(default_factory=dict)
+    fs_options: dict[str, str] = field(default_factory=dict)  # storage access: fs.s3.*, commit.lock, ...
     path: str | None = None
     query_name: str | None = None
 
@@ -118,6 +126,9 @@ class WriteOptions:
                 continue
             elif key == "dynamic-partition-overwrite":
                 out.dynamic_overwrite = _bool(key, value)
+            elif is_storage_option(key):
+                from .paimon.publish import canonical_storage_key
+                out.fs_options[canonical_storage_key(key)] = value
             elif key in known_paimon:
                 out.table_options[key] = value
             else:

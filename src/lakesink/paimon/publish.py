@@ -56,6 +56,16 @@ PUBLICATION_OPTIONS: dict[str, tuple[str | None, str]] = {
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
 
+# Spark hands a Python data source its options with lower-cased keys; pypaimon
+# looks these up by their exact (camel-case) spelling.
+_CAMEL_CASE_KEYS = {k.lower(): k for k in (
+    "fs.s3.accessKeyId", "fs.s3.accessKeySecret", "fs.s3.securityToken",
+    "fs.oss.accessKeyId", "fs.oss.accessKeySecret", "fs.oss.securityToken")}
+
+
+def canonical_storage_key(key: str) -> str:
+    return _CAMEL_CASE_KEYS.get(key.lower(), key)
+
 
 class UnsafePublicationError(ConfigurationError):
     """The table's storage has no atomic create and no lock was configured."""

@@ -23,6 +23,7 @@ from ..options import WriteOptions
 from ..protocol import Committer, CommitReport, Overwrite
 from . import tables
 from .datafiles import StagedFile, TableLayout, describe_parquet
+from .publish import publication_kind
 from .target import PaimonTarget, TableSpec
 
 log = logging.getLogger(__name__)
@@ -108,12 +109,16 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
             "primary-key: lakesink cannot create primary-key tables yet; create the table with "
             "pypaimon and write it with pypaimon's table writer."
         )
-    table = tables.open_table(path)
+    fs_options = options.fs_options or None
+    table = tables.open_table(path, fs_options)
+    # Refuse storages without an atomic snapshot publication before anything is written.
+    publication_kind(tables.normalize_path(path),
+                     {**(table.table_schema.options if table else {}), **options.fs_options})
     if table is not None:
         tables.check_writable(table, path_name)
         tables.check_schema(table, schema)
         _check_options_match(table, options)
-        return PaimonTarget(path), TableLayout.of(table)
+        return PaimonTarget(path, fs_options=fs_options), TableLayout.of(table)
     fmt = options.table_options.get("file.format", "parquet").lower()
     if fmt != "parquet":
         raise ConfigurationError(f"file.format={fmt!r}: lakesink writes Parquet tables only.")
@@ -132,7 +137,7 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
     table_options = dict(options.table_options)
     table_options.setdefault("bucket", "-1")
     spec = TableSpec(table_schema, options.partition_keys, [], table_options)
-    return PaimonTarget(path, create=spec), TableLayout.for_new_table(table_schema, options.partition_keys)
+    return PaimonTarget(path, create=spec, fs_options=fs_options), TableLayout.for_new_table(table_schema, options.partition_keys)
 
 
 def _check_types(schema: pa.Schema) -> None:

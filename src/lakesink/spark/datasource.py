@@ -94,7 +94,7 @@ class PaimonBatchWriter(DataSourceArrowWriter):
         self.job = BatchWrite.plan(path, spark_to_arrow(schema), opts,
                                    "overwrite" if overwrite else "append", PATH_NAME)
         self.spec = TaskSpec(self.job.staging_dir, self.job.layout, self.job.compression,
-                             _target_file_size(opts))
+                             _target_file_size(opts), opts.fs_options or None)
         self.skip = self.job.already_committed()
 
     def write(self, iterator):
@@ -125,7 +125,8 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
         self.sink = StreamSink(path, opts.checkpoint_location or options.get("checkpointlocation"),
                                spark_to_arrow(schema), opts, PATH_NAME)
         self.sink.restore()
-        self.spec = TaskSpec("", self.sink.layout, self.sink.compression, _target_file_size(opts))
+        self.spec = TaskSpec("", self.sink.layout, self.sink.compression, _target_file_size(opts),
+                             opts.fs_options or None)
 
     def write(self, iterator):
         from dataclasses import replace

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
+from urllib.parse import urlparse
 
+from ..errors import UnsupportedTableError
 from ..options import WriteOptions
 from ..paimon.sink import BatchWrite, list_parquet_files
 from ..protocol import CommitReport, crashpoints
@@ -34,6 +36,7 @@ def write(df, path: str, mode: str = "append", *, partition_by: Iterable[str] | 
     re-run of a job that already committed commits nothing and writes nothing.
     """
     opts = WriteOptions.parse(_merge(options, partition_by, commit_user, commit_identifier))
+    check_spark_can_write(df.sparkSession, path)
     job = BatchWrite.plan(path, spark_to_arrow(df.schema), opts, mode, PATH_NAME)
     if job.already_committed():
         return CommitReport(job.commit_user, job.identifier, skipped_replay=True)
@@ -61,6 +64,26 @@ def write_staged(df, job: BatchWrite) -> None:
         writer = writer.partitionBy(*hidden)
     with _parquet_conf(df.sparkSession):
         writer.parquet(job.staging_dir)
+
+
+def check_spark_can_write(spark, path: str) -> None:
+    """The fast path has Spark's JVM write the files: the table's storage needs a Hadoop
+    file system in Spark (the pip pyspark has none for s3a://, gs://, ...)."""
+    scheme = urlparse(str(path)).scheme.lower()
+    if scheme in ("", "file"):
+        return
+    try:
+        jvm = spark._jvm
+        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, spark._jsc.hadoopConfiguration())
+        return
+    except Exception as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    raise UnsupportedTableError(
+        f"{PATH_NAME} cannot write {path}: Spark itself writes the files on this path and has no "
+        f"file system for {scheme}:// ({reason}). Write with df.write.format('paimon') instead (its "
+        "tasks write with pyarrow and reach object stores through the fs.s3.* options), or add the "
+        "storage's Hadoop connector (e.g. hadoop-aws) to Spark. See docs/storage.md."
+    )
 
 
 @contextmanager

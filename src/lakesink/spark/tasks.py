@@ -23,6 +23,7 @@ class TaskSpec:
     layout: TableLayout
     compression: str = "snappy"
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE
+    fs_options: dict | None = None  # to reach object stores (fs.s3.endpoint, ...)
 
 
 @dataclass
@@ -44,7 +45,7 @@ class StagingWriter:
 
     def __post_init__(self):
         self.schema = self.spec.layout.arrow_schema()
-        self.file_io = tables.file_io_for(self.spec.staging_dir)
+        self.file_io = tables.file_io_for(self.spec.staging_dir, self.spec.fs_options)
         self.file_io.check_or_mkdirs(self.spec.staging_dir)
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
