@@ -60,8 +60,11 @@ class PaimonDataSource(DataSource):
     def _path(self) -> str:
         path = self.options.get("path")
         if not path:
-            raise ConfigurationError("No table path: use .save(path) / .load(path) / .start(path), "
-                                     "or .option('path', ...).")
+            raise ConfigurationError(
+                "No table path: use .save(path) / .load(path) / .start(path), or .option('path', ...). "
+                "In SQL, Spark passes neither LOCATION nor OPTIONS of a catalog table (CREATE TABLE ... "
+                "USING paimon) to a Python data source: use CREATE TEMPORARY VIEW v USING paimon "
+                "OPTIONS (path '...') and INSERT INTO / INSERT OVERWRITE v.")
         return path
 
     def schema(self):
