@@ -23,7 +23,8 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from ..errors import CheckpointMismatchError, ConfigurationError, CorruptStateError
+from ..errors import (CheckpointMismatchError, CommitStateUnknownError, ConfigurationError,
+                      CorruptStateError)
 from ..options import WriteOptions
 from ..protocol import Committer, CommitReport, PendingStore, StateStore
 from ..protocol.state import filesystem_for
@@ -61,10 +62,13 @@ class StreamSink:
         self.target, self.layout = prepare_target(path, schema, options, path_name)
         self.target.empty_commits = options.commit_empty_batches
         self.store = StateStore(f"{self.checkpoint}/lakesink")
-        self.commit_user = self._bind(options.commit_user)
         self.compression = options.table_options.get("file.compression") or "snappy"
+        self.commit_user: str | None = self._check_binding(options.commit_user)
+        if self.commit_user is None and (options.commit_user or query_id_of(self.checkpoint)):
+            self.bind()
 
-    def _bind(self, explicit_user: str | None) -> str:
+    def _check_binding(self, explicit_user: str | None) -> str | None:
+        """The commit user this checkpoint is bound to (None if unbound); fails for another table."""
         binding = self.store.read_json("sink.json")
         table = self.target.describe()
         if binding is not None:
@@ -81,33 +85,57 @@ class StreamSink:
                     f"commit.user={explicit_user!r} would make replays unrecognisable."
                 )
             return binding["commit_user"]
+        return None
+
+    def bind(self) -> str:
+        """Bind the checkpoint to this table and a commit user, once; idempotent.
+
+        The commit user is derived from the engine's query id, which Spark writes
+        into the checkpoint when the query starts: a sink built before `start()`
+        (the fast path) binds at its first micro-batch.
+        """
+        if self.commit_user is not None:
+            return self.commit_user
         query = query_id_of(self.checkpoint)
-        user = explicit_user or f"lakesink-stream-{query or uuid.uuid4()}"
+        if not (self.options.commit_user or query):
+            log.warning("no query id in %s/metadata: the commit user is random (kept in sink.json)",
+                        self.checkpoint)
+        user = self.options.commit_user or f"lakesink-stream-{query or uuid.uuid4()}"
         self.store.write_json("sink.json", {"format": SINK_FORMAT, "version": SINK_VERSION,
-                                            "commit_user": user, "table": table, "query_id": query})
+                                            "commit_user": user, "table": self.target.describe(),
+                                            "query_id": query})
+        self.commit_user = user
         return user
 
     def committer(self) -> Committer:
-        return Committer(self.target, self.commit_user, PendingStore(self.store))
+        return Committer(self.target, self.bind(), PendingStore(self.store))
 
     def restore(self) -> list[CommitReport]:
         """Commit what a dead driver accepted; before any new batch runs."""
+        if self.commit_user is None:
+            return []  # never bound: nothing can be pending
         reports = self.committer().restore()
         for r in reports:
             log.info("restored pending batch %s of %s: snapshot %s", r.identifier, self.commit_user, r.snapshot_id)
+            self.remove_staging(r.identifier)
         return reports
 
     def staging_dir(self, batch_id: int) -> str:
         # Deterministic per (query, batch): a replay reuses and finally removes the
         # directory of the attempt that died, with whatever that attempt left there.
-        token = hashlib.sha256(self.commit_user.encode()).hexdigest()[:12]
+        token = hashlib.sha256(self.bind().encode()).hexdigest()[:12]
         return f"{self.target.lakesink_dir()}/staging/{token}-b{batch_id}"
 
     def commit_batch(self, batch_id: int, files: Sequence[StagedFile]) -> CommitReport:
         try:
-            return self.committer().commit(batch_id, files, None, {"lakesink.batch-id": str(batch_id)})
-        finally:
+            report = self.committer().commit(batch_id, files, None, {"lakesink.batch-id": str(batch_id)})
+        except CommitStateUnknownError:
+            raise  # the pending state still needs the staged files: keep them for the retry
+        except BaseException:
             self.remove_staging(batch_id)
+            raise
+        self.remove_staging(batch_id)
+        return report
 
     def abort_batch(self, batch_id: int, files: Sequence[StagedFile]) -> None:
         try:

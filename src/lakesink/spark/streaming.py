@@ -34,12 +34,28 @@ class _BatchJob:
 
 
 class FastStreamSink:
+    """The `foreachBatch` function: runs in the driver's Python process, once per micro-batch."""
+
     def __init__(self, sink: StreamSink, pipelined: bool):
         self.sink = sink
+        self.pipelined = pipelined
         self.reports = []
-        self.pipeline = PipelinedCommitter(sink.committer(), self.reports.append) if pipelined else None
+        self.pipeline: PipelinedCommitter | None = None
+
+    def _start(self) -> None:
+        # A new checkpoint gets its query id (hence the commit user) only once the
+        # query runs: bind at the first micro-batch, before anything is written.
+        if self.sink.commit_user is None:
+            self.sink.bind()
+        if self.pipelined and self.pipeline is None:
+            self.pipeline = PipelinedCommitter(self.sink.committer(), self._committed_in_background)
+
+    def _committed_in_background(self, report) -> None:
+        self.reports.append(report)
+        self.sink.remove_staging(report.identifier)
 
     def __call__(self, batch_df, batch_id: int) -> None:
+        self._start()
         job = _BatchJob(self.sink, batch_id)
         files = []
         try:
@@ -51,10 +67,15 @@ class FastStreamSink:
         except BaseException:
             self.sink.abort_batch(batch_id, files)
             raise
-        if self.pipeline is not None:
+        if self.pipeline is not None and not self.sink.committer().is_committed(batch_id):
             self.pipeline.submit(batch_id, files, None, {"lakesink.batch-id": str(batch_id)})
-        else:
+        else:  # sync, or a replay of a batch that already landed (skipped, files removed)
             self.reports.append(self.sink.commit_batch(batch_id, files))
+
+    def close(self) -> None:
+        """Wait for background commits (pipelined); raises the first that failed."""
+        if self.pipeline is not None:
+            self.pipeline.close()
 
 
 def stream(df, path: str, checkpoint: str, trigger: str | None = None, *,
@@ -77,16 +98,17 @@ def stream(df, path: str, checkpoint: str, trigger: str | None = None, *,
     if partition_by:
         merged["partition"] = ",".join(partition_by)
     opts = WriteOptions.parse(merged)
+    trigger_args = _trigger(trigger) if trigger is not None else None  # checked before anything is written
     sink = StreamSink(path, checkpoint, spark_to_arrow(df.schema), opts, PATH_NAME)
     sink.restore()
     handler = FastStreamSink(sink, pipelined=opts.commit_mode == "pipelined")
     writer = df.writeStream.foreachBatch(handler).option("checkpointLocation", checkpoint).outputMode("append")
     if query_name:
         writer = writer.queryName(query_name)
-    if trigger is not None:
-        writer = writer.trigger(**_trigger(trigger))
+    if trigger_args is not None:
+        writer = writer.trigger(**trigger_args)
     query = writer.start()
-    query.lakesink_sink = handler  # reports, pipeline (flush on stop) for callers and tests
+    query.lakesink_sink = handler  # reports; close() waits for pipelined commits
     return query
 
 
