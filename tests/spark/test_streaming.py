@@ -1,0 +1,230 @@
+"""Structured Streaming into Paimon, in-process: snapshots per batch, identity, replays, checks at start.
+
+Both paths: Spark-native `writeStream.format("paimon")` and the fast path
+`lakesink.stream` (foreachBatch). Sources are directories of Parquet files
+read one file per micro-batch, so batch k holds exactly file k's rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import lakesink
+from lakesink.errors import CheckpointMismatchError, ConfigurationError, SchemaMismatchError
+from tests.crash.driver import SOURCE_SCHEMA
+from tests.crash.harness import append_as_other_writer, make_source, source_rows
+from tests.helpers import leftover_files, read_table, snapshots
+
+pytestmark = pytest.mark.spark
+
+ROWS = 20
+
+
+def source_stream(spark, directory, schema=SOURCE_SCHEMA):
+    from pyspark.sql.pandas.types import from_arrow_schema
+    return (spark.readStream.schema(from_arrow_schema(schema)).option("maxFilesPerTrigger", 1)
+            .parquet(str(directory)))
+
+
+def start(spark, mode: str, source, table: str, checkpoint: str | None, options: dict | None = None,
+          df=None, output_mode: str = "append"):
+    """Start a query writing `source` through `mode` ('native', 'fast', 'fast-pipelined')."""
+    df = source_stream(spark, source) if df is None else df
+    options = dict(options or {})
+    if mode == "native":
+        writer = df.writeStream.format("paimon").outputMode(output_mode).trigger(availableNow=True)
+        if checkpoint is not None:
+            writer = writer.option("checkpointLocation", checkpoint)
+        for key, value in options.items():
+            writer = writer.option(key, value)
+        return writer.start(table)
+    commit_mode = "pipelined" if mode == "fast-pipelined" else "sync"
+    return lakesink.stream(df, table, checkpoint=checkpoint, trigger="availableNow",
+                           commit_mode=commit_mode, options=options)
+
+
+def run(spark, mode: str, source, table: str, checkpoint: str, options: dict | None = None) -> None:
+    query = start(spark, mode, source, table, checkpoint, options)
+    assert query.awaitTermination(300), "query did not catch up"
+    if query.exception() is not None:
+        raise query.exception()
+    handler = getattr(query, "lakesink_sink", None)
+    if handler is not None:
+        handler.close()
+
+
+def failure_of(query) -> str:
+    """The error a native query died of (the data source raises when its writer is planned)."""
+    from pyspark.errors import StreamingQueryException
+    with pytest.raises(StreamingQueryException) as caught:
+        query.awaitTermination(120)
+    return str(caught.value)
+
+
+def ours(table: str, user: str):
+    return [s for s in snapshots(table) if s.commit_user == user]
+
+
+def commit_user_of(checkpoint: str) -> str:
+    return json.loads(Path(checkpoint, "lakesink", "sink.json").read_text())["commit_user"]
+
+
+def query_id_of(checkpoint: str) -> str:
+    return json.loads(Path(checkpoint, "metadata").read_text().splitlines()[0])["id"]
+
+
+def assert_exactly_once(table: str, source) -> None:
+    got = read_table(table).select(SOURCE_SCHEMA.names).sort_by("id")
+    want = source_rows(source).sort_by("id")
+    got = got.filter(pa.compute.greater_equal(got.column("id"), 0))
+    assert got.column("id").to_pylist() == want.column("id").to_pylist()
+    assert got.column("name").to_pylist() == want.column("name").to_pylist()
+    assert leftover_files(table) == set()
+
+
+@pytest.fixture()
+def paths(tmp_path):
+    return tmp_path / "source", str(tmp_path / "wh" / "db.db" / "t"), str(tmp_path / "chk")
+
+
+@pytest.mark.parametrize("mode", ["native", "fast"])
+def test_each_micro_batch_is_one_snapshot_whose_identifier_is_the_batch_id_and_empty_batches_make_none(
+        spark, paths, mode):
+    source, table, chk = paths
+    make_source(source, files=4, rows_per_file=ROWS, empty_files=(1,))
+    run(spark, mode, source, table, chk)
+    snaps = ours(table, commit_user_of(chk))
+    assert [s.commit_identifier for s in snaps] == [0, 2, 3]
+    assert [s.commit_kind for s in snaps] == ["APPEND"] * 3
+    for snap in snaps:  # each snapshot adds exactly its batch's file: ids k*ROWS .. (k+1)*ROWS-1
+        before = read_table(table, snap.id - 1).num_rows if snap.id > 1 else 0
+        rows = read_table(table, snap.id)
+        assert rows.num_rows - before == ROWS
+        k = snap.commit_identifier
+        assert set(range(k * ROWS, (k + 1) * ROWS)) <= set(rows.column("id").to_pylist())
+    assert_exactly_once(table, source)
+
+
+@pytest.mark.parametrize("mode", ["native", "fast"])
+def test_an_empty_micro_batch_makes_an_empty_snapshot_when_asked(spark, paths, mode):
+    source, table, chk = paths
+    make_source(source, files=3, rows_per_file=ROWS, empty_files=(1,))
+    run(spark, mode, source, table, chk, {"commit.empty-batches": "true"})
+    snaps = ours(table, commit_user_of(chk))
+    assert [s.commit_identifier for s in snaps] == [0, 1, 2]
+    assert read_table(table, snaps[1].id).num_rows == read_table(table, snaps[0].id).num_rows
+    assert_exactly_once(table, source)
+
+
+@pytest.mark.parametrize("mode", ["native", "fast"])
+def test_the_commit_user_comes_from_the_query_id_and_survives_a_restart(spark, paths, mode):
+    source, table, chk = paths
+    make_source(source, files=2, rows_per_file=ROWS)
+    run(spark, mode, source, table, chk)
+    user = commit_user_of(chk)
+    assert user == f"lakesink-stream-{query_id_of(chk)}"
+    pa.parquet.write_table(pa.table({"id": pa.array(range(2 * ROWS, 3 * ROWS), pa.int64()),
+                                     "name": [f"row-{i}" for i in range(2 * ROWS, 3 * ROWS)],
+                                     "grp": pa.array([0] * ROWS, pa.int32())}, schema=SOURCE_SCHEMA),
+                           source / "part-00002.parquet")
+    os.utime(source / "part-00002.parquet")  # newer than the files already read
+    run(spark, mode, source, table, chk)
+    assert commit_user_of(chk) == user
+    assert [(s.commit_user, s.commit_identifier) for s in snapshots(table)] == [(user, 0), (user, 1), (user, 2)]
+    assert_exactly_once(table, source)
+
+
+@pytest.mark.parametrize("mode", ["native", "fast", "fast-pipelined"])
+def test_a_batch_replayed_after_its_snapshot_landed_is_skipped_and_its_files_removed(spark, paths, mode):
+    """The driver died after the snapshot but before Spark's commit log: Spark runs the batch again.
+
+    Simulated by deleting the batch's entry in `<checkpoint>/commits/`. Meanwhile another
+    writer added snapshots of its own: the check still finds the batch.
+    """
+    source, table, chk = paths
+    make_source(source, files=3, rows_per_file=ROWS)
+    run(spark, mode, source, table, chk)
+    commits = Path(chk, "commits")
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    assert last == 2
+    for name in (str(last), f".{last}.crc"):
+        (commits / name).unlink(missing_ok=True)
+    others = append_as_other_writer(table, snapshots_to_add=3)
+    snapshots_before = len(snapshots(table))
+
+    run(spark, mode, source, table, chk)
+
+    assert Path(commits, str(last)).exists(), "Spark did not replay the batch"
+    assert len(snapshots(table)) == snapshots_before, "the replay made a snapshot"
+    user = commit_user_of(chk)
+    assert [s.commit_identifier for s in ours(table, user)] == [0, 1, 2]
+    assert read_table(table).num_rows == 3 * ROWS + others
+    assert_exactly_once(table, source)
+    assert not list(Path(table, "_lakesink", "staging").glob("*/*.parquet"))
+
+
+@pytest.mark.parametrize("mode", ["native", "fast"])
+def test_the_same_checkpoint_pointed_at_another_table_fails_at_start(spark, paths, mode):
+    source, table, chk = paths
+    make_source(source, files=1, rows_per_file=ROWS)
+    run(spark, mode, source, table, chk)
+    other = str(Path(table).parent / "other")
+    if mode == "fast":
+        with pytest.raises(CheckpointMismatchError, match="belongs to table"):
+            start(spark, mode, source, other, chk)
+    else:
+        # Spark plans the native writer only for a batch to write: give it one.
+        make_source(source / "more", files=1, rows_per_file=ROWS)
+        (source / "more" / "part-00000.parquet").rename(source / "part-00001.parquet")
+        error = failure_of(start(spark, mode, source, other, chk))
+        assert "CheckpointMismatchError" in error and "belongs to table" in error
+    assert not Path(other, "snapshot").exists()
+
+
+def test_a_stream_without_checkpoint_location_is_refused(spark, paths):
+    source, table, _ = paths
+    make_source(source, files=1, rows_per_file=ROWS)
+    with pytest.raises(ConfigurationError, match="checkpoint"):
+        start(spark, "fast", source, table, None)
+    with pytest.raises(Exception, match="checkpointLocation"):
+        start(spark, "native", source, table, None)
+    assert not Path(table).exists()
+
+
+def test_a_continuous_trigger_is_refused_before_anything_is_written(spark, paths):
+    source, table, chk = paths
+    make_source(source, files=1, rows_per_file=ROWS)
+    with pytest.raises(ConfigurationError, match="Continuous triggers are not supported"):
+        lakesink.stream(source_stream(spark, source), table, checkpoint=chk, trigger={"continuous": "1 second"})
+    with pytest.raises(ConfigurationError, match="Continuous triggers are not supported"):
+        lakesink.stream(source_stream(spark, source), table, checkpoint=chk, trigger="continuous 1 second")
+    assert not Path(chk).exists() and not Path(table).exists()
+
+
+def test_complete_output_mode_is_refused_by_the_native_sink(spark, paths):
+    source, table, chk = paths
+    make_source(source, files=1, rows_per_file=ROWS)
+    counts = source_stream(spark, source).groupBy("grp").count()
+    error = failure_of(start(spark, "native", source, table, chk, df=counts, output_mode="complete"))
+    assert "Output mode 'complete' is not supported" in error and "outputMode('append')" in error
+    assert not Path(table, "snapshot").exists()
+
+
+@pytest.mark.parametrize("mode", ["native", "fast"])
+def test_a_stream_whose_schema_does_not_match_the_table_is_refused(spark, paths, mode):
+    source, table, chk = paths
+    make_source(source, files=1, rows_per_file=ROWS)
+    run(spark, mode, source, table, chk)
+    wider = source_stream(spark, source).selectExpr("*", "id * 2 AS extra")
+    if mode == "fast":
+        with pytest.raises(SchemaMismatchError, match="extra"):
+            start(spark, mode, source, table, str(Path(chk).parent / "chk2"), df=wider)
+    else:
+        error = failure_of(start(spark, mode, source, table, str(Path(chk).parent / "chk2"), df=wider))
+        assert "SchemaMismatchError" in error and "'extra'" in error
+    assert len(snapshots(table)) == 1
