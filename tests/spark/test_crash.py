@@ -1,0 +1,91 @@
+"""The crash harness in CI: kill the streaming driver at every named point of the commit protocol.
+
+Each test is a chain on one table and checkpoint: every run kills the driver
+with SIGKILL (its whole process group) at the next point, the next run restarts
+on the same checkpoint, and a last clean run (with injected task failures)
+catches up. Points are hit at their 2nd occurrence (`@2`) where possible, so each
+run also commits a batch and the chain moves on. After every kill the table may
+miss rows but must never hold one twice; at the end it must hold every source row
+exactly once, with no data file outside its snapshots.
+
+One Spark driver child runs at a time; each start costs ~10-15 s, hence chains
+instead of one test per point.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.crash.harness import Case, append_as_other_writer, make_source
+from tests.helpers import read_table
+
+pytestmark = [pytest.mark.spark, pytest.mark.crash]
+
+ROWS_PER_FILE = 50
+OTHER_WRITER_SNAPSHOTS = 3
+
+# (crash point, options): after-snapshot is followed by another writer's snapshots, so the
+# replay check must look past them; during-abort needs a batch that fails past its retries.
+CHAINS = {
+    ("native", "sync"): ["files-placed@2", "before-snapshot@2", "after-snapshot@2", "tasks-done@2",
+                         "during-abort@1"],
+    ("fast", "sync"): ["files-placed@2", "before-snapshot@2", "after-snapshot@2", "tasks-done@2"],
+    ("fast", "pipelined"): ["accepted@2", "files-placed@2", "before-snapshot@2", "after-snapshot@2",
+                            "tasks-done@2"],
+}
+
+
+def assert_nothing_twice(case: Case, other_writer_rows: int) -> None:
+    if not Path(case.table, "snapshot").exists():
+        return
+    ids = Counter(read_table(case.table).column("id").to_pylist())
+    twice = sorted(i for i, n in ids.items() if n > 1)
+    assert not twice, f"rows committed twice after {case.runs[-1].log}: {twice[:10]}"
+    assert sum(n for i, n in ids.items() if i < 0) == other_writer_rows
+    assert all(i < (len(list(case.source.glob('*.parquet'))) * ROWS_PER_FILE) for i in ids)
+
+
+@pytest.mark.parametrize("mode,commit", list(CHAINS), ids=[f"{m}-{c}" for m, c in CHAINS])
+def test_a_driver_killed_at_each_commit_point_still_writes_every_row_exactly_once(tmp_path, mode, commit):
+    points = CHAINS[(mode, commit)]
+    case = Case(tmp_path, mode, commit)
+    make_source(case.source, files=len(points) + 2, rows_per_file=ROWS_PER_FILE)
+    other_rows = 0
+    for point in points:
+        fail_always = 0 if point.startswith("during-abort") else None
+        case.crash(point, fail_always_partition=fail_always)
+        assert_nothing_twice(case, other_rows)
+        if point.startswith("after-snapshot"):
+            other_rows += append_as_other_writer(case.table, OTHER_WRITER_SNAPSHOTS)
+    case.finish(fail_first_attempt=0.5)
+    tally = case.check(other_writer_rows=other_rows)
+    print(f"\n{mode}-{commit}: {tally.summary()}; runs: "
+          + ", ".join(f"{r.seconds:.0f}s" for r in case.runs))
+    assert tally.kills == len(points)
+    assert tally.exactly_once, tally.problems
+    assert not tally.problems
+
+
+def test_a_pending_batch_whose_files_were_deleted_fails_to_restore_naming_the_files(tmp_path):
+    case = Case(tmp_path, "fast", "pipelined")
+    make_source(case.source, files=2, rows_per_file=ROWS_PER_FILE)
+    case.crash("accepted@1")  # batch 0 durably accepted, not committed
+    [pending] = Path(case.checkpoint, "lakesink").glob("pending-*.json")
+    staged = [c["staged_path"] for c in json.loads(pending.read_text())["committables"]]
+    assert staged
+    for path in staged:
+        Path(path).unlink()
+
+    result = case.run()
+
+    assert result.returncode == 1
+    log = result.log.read_text()
+    assert "RestoreError: Cannot restore pending commit 0" in log
+    assert "no longer exist" in log
+    assert Path(staged[0]).name in log
+    assert pending.exists(), "the pending state must stay for the operator to see"
+    assert not Path(case.table, "snapshot").exists()
