@@ -313,8 +313,10 @@ def plan_added(table: FileStoreTable, after: int, up_to: int, read_overwrite: bo
                 "restart the query from a new checkpoint.")
         if not streaming_reads(table, snapshot, read_overwrite):
             continue
+        # An overwrite's delta also deletes files; pypaimon's streaming mode refuses
+        # those entries, its batch mode drops them and keeps what the snapshot added.
         scanner = FileScanner(table, lambda s=snapshot: (manifests.read_delta(s), s), predicate,
-                              is_streaming=True)
+                              is_streaming=snapshot.commit_kind == "APPEND")
         splits.extend(scanner.scan().splits())
     return splits
 

@@ -327,7 +327,6 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         opts = parse_options(options, _STREAM_KEYS)
         self.path = path
         self.schema = schema
-        self.arrow_schema = _expected_arrow_schema(schema)
         self.mode = opts.get("scan.mode", "latest").lower()
         if self.mode not in STREAM_MODES:
             raise InvalidOptionError("scan.mode", self.mode, "one of " + ", ".join(STREAM_MODES))
@@ -350,7 +349,9 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise InvalidOptionError("streaming-read-overwrite", overwrite, "true or false")
         self.read_overwrite = overwrite == "true"
         self.available_now_end: int | None = None
+        self.recorded: int | None = None  # snapshot the consumer file last recorded as read
         scan.check_streamable(scan.open_for_read(path))
+        self.arrow_schema = _expected_arrow_schema(schema)
 
     def _table(self):
         from ..paimon import scan
@@ -388,6 +389,11 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.available_now_end = latest.id if latest is not None else 0
 
     def latestOffset(self, start: dict, limit) -> dict:
+        # Spark asks for the next batch's end only after the batch ending at `start`
+        # is in its commit log: record the consumer now, not only in commit(), which
+        # Spark calls when the next batch starts (never, after an availableNow run).
+        if not start.get("full"):
+            self._record_consumer(int(start["snapshot"]))
         latest = self._table().snapshot_manager().get_latest_snapshot()
         newest = latest.id if latest is not None else 0
         if self.available_now_end is not None:
@@ -419,11 +425,16 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict) -> None:
         """Spark has durably finished the batch ending at `end`: record the consumer's progress."""
-        if self.consumer_id is None:
+        if not end.get("full"):
+            self._record_consumer(int(end["snapshot"]))
+
+    def _record_consumer(self, read_up_to: int) -> None:
+        if self.consumer_id is None or read_up_to == self.recorded:
             return
         from pypaimon.consumer.consumer import Consumer
 
-        _consumers(self._table()).reset_consumer(self.consumer_id, Consumer(int(end["snapshot"]) + 1))
+        _consumers(self._table()).reset_consumer(self.consumer_id, Consumer(read_up_to + 1))
+        self.recorded = read_up_to
 
     def stop(self) -> None:
         pass
