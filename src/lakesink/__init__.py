@@ -39,6 +39,24 @@ def stream(df, path: str, checkpoint: str, trigger: str | None = None, **kwargs)
     return _stream(df, path, checkpoint, trigger, **kwargs)
 
 
+def create_table_as(df, path: str, **kwargs):
+    """Create a table from a DataFrame, all or nothing. See spark.ctas.create_table_as."""
+    from .spark.ctas import create_table_as as _ctas
+    return _ctas(df, path, **kwargs)
+
+
+def replace_table_as(df, path: str, **kwargs):
+    """Replace a table's schema and data in one step. See spark.ctas.replace_table_as."""
+    from .spark.ctas import replace_table_as as _rtas
+    return _rtas(df, path, **kwargs)
+
+
+def clean_staging(database_dir: str, older_than_s: float = 3600.0, dry_run: bool = False) -> list[str]:
+    """Remove staged tables that dead CREATE TABLE AS jobs left under a database directory."""
+    from .paimon.staged import clean_staging as _clean
+    return _clean(database_dir, older_than_s, dry_run)
+
+
 def read(spark, path: str, **kwargs):
     """Read a Paimon table as a DataFrame (fast path). See spark.read.read."""
     from .spark.read import read as _read
@@ -60,6 +78,7 @@ def history(path: str, **kwargs):
 write.__doc__ = "Write a DataFrame into a Paimon table as one snapshot (fast path). See spark.fastpath.write."
 stream.__doc__ = "Start an exactly-once streaming query into a Paimon table. See spark.streaming.stream."
 
-__all__ = ["session", "register", "write", "stream", "read", "read_stream", "history", "CommitReport", "LakesinkError", "ConfigurationError",
+__all__ = ["session", "register", "write", "stream", "read", "read_stream", "history",
+           "create_table_as", "replace_table_as", "clean_staging", "CommitReport", "LakesinkError", "ConfigurationError",
            "SchemaMismatchError", "UnsupportedTableError", "NotAPaimonTableError", "CommitFailedError",
            "CommitStateUnknownError", "RestoreError", "CheckpointMismatchError"]
