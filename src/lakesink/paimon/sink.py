@@ -118,7 +118,9 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
         tables.check_writable(table, path_name)
         tables.check_schema(table, schema)
         _check_options_match(table, options)
-        return PaimonTarget(path, fs_options=fs_options), TableLayout.of(table)
+        target = PaimonTarget(path, fs_options=fs_options)
+        target.maintenance = options.maintenance
+        return target, TableLayout.of(table)
     fmt = options.table_options.get("file.format", "parquet").lower()
     if fmt != "parquet":
         raise ConfigurationError(f"file.format={fmt!r}: lakesink writes Parquet tables only.")
@@ -137,7 +139,9 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
     table_options = dict(options.table_options)
     table_options.setdefault("bucket", "-1")
     spec = TableSpec(table_schema, options.partition_keys, [], table_options)
-    return PaimonTarget(path, create=spec, fs_options=fs_options), TableLayout.for_new_table(table_schema, options.partition_keys)
+    target = PaimonTarget(path, create=spec, fs_options=fs_options)
+    target.maintenance = options.maintenance
+    return target, TableLayout.for_new_table(table_schema, options.partition_keys)
 
 
 def _check_types(schema: pa.Schema) -> None:
