@@ -38,7 +38,7 @@ def open_table(path: str, fs_options: dict | None = None) -> FileStoreTable | No
     if not file_io.exists(path):
         return None
     if not file_io.exists(f"{path}/schema"):
-        entries = [s for s in file_io.list_status(path) if _base(s) != LAKESINK_DIR]
+        entries = [s for s in file_io.list_status(path) if _base(s) not in (LAKESINK_DIR, "STAGED.json")]
         if not entries:
             return None  # empty directory, or only our own staging: no table yet
         raise NotAPaimonTableError(
