@@ -11,7 +11,6 @@ own columns, never from Spark's directory names.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from contextlib import contextmanager
 from urllib.parse import urlparse
 
 from ..errors import UnsupportedTableError
@@ -62,8 +61,8 @@ def write_staged(df, job: BatchWrite) -> None:
     writer = out.write.mode("errorifexists").option("compression", job.compression)
     if hidden:
         writer = writer.partitionBy(*hidden)
-    with _parquet_conf(df.sparkSession):
-        writer.parquet(job.staging_dir)
+    _ensure_micros_timestamps(df.sparkSession)
+    writer.parquet(job.staging_dir)
 
 
 def check_spark_can_write(spark, path: str) -> None:
@@ -86,19 +85,15 @@ def check_spark_can_write(spark, path: str) -> None:
     )
 
 
-@contextmanager
-def _parquet_conf(spark):
-    # INT96 timestamps carry no statistics and Paimon expects micros.
+def _ensure_micros_timestamps(spark) -> None:
+    """Make Spark write timestamps as INT64 micros: INT96 carries no statistics.
+
+    Set once on the session and left set (not toggled per write): concurrent writes
+    from several threads share the session conf, and a toggle could race.
+    """
     key = "spark.sql.parquet.outputTimestampType"
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, "TIMESTAMP_MICROS")
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
+    if spark.conf.get(key, None) != "TIMESTAMP_MICROS":
+        spark.conf.set(key, "TIMESTAMP_MICROS")
 
 
 def _merge(options, partition_by, commit_user, commit_identifier) -> dict:
