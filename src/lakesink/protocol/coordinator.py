@@ -1,0 +1,412 @@
+"""The aggregator's coordinator: a driver-side decision maker consistent with checkpoints.
+
+Writers send it events (`FilesWritten`: the files a checkpoint wrote, i.e. the
+statistics binning needs; `RewriteFinished`: the result of a rewrite). As in
+FLINK-28639, events that arrive while a commit is in progress are *held* and
+delivered after that commit, so the coordinator never acts on files of a
+checkpoint whose snapshot has not landed.
+
+After checkpoint N's append snapshot lands, `commit_finished(N)`:
+
+1. delivers the held events (N's files join the bins of small files carried
+   over from earlier checkpoints);
+2. runs the aggregator over the bins; if it rewrote anything, records the
+   planned compaction (`pending`) durably, then commits it as one compaction
+   (files replaced → deleted, new files → added, conflict checked);
+3. saves its state as `aggregator-<N>.json` (format below), so the stored
+   state always matches a committed snapshot.
+
+A restarted driver `restore()`s the newest state, finishes a pending
+compaction (it landed: adopt it; it did not: commit it now, or discard its
+files if it conflicts), removes rewrite outputs nobody refers to, and catches
+up with checkpoints that landed after the state was saved by reading them
+from the table. Correctness never rests on this state alone: a compaction
+whose inputs are no longer live conflicts and is discarded, so no row is lost
+or doubled; the state only decides what gets compacted when.
+
+    {"format": "lakesink.aggregator-state", "version": 1, "commit_user": "...",
+     "checkpoint": 7, "bins": [<encoded committable>, ...], "held": [<event>, ...],
+     "pending": null | {"identifier": 3, "replaced": [...], "new": [...]},
+     "aggregator": {...}}
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic
+
+from ..errors import CommitConflictError, CommitFailedError, CorruptStateError
+from . import crashpoints
+from .aggregator import Aggregator, C, run_aggregator
+from .committer import Committer
+from .state import StateStore
+from .target import CommitReport
+
+log = logging.getLogger(__name__)
+
+STATE_FORMAT = "lakesink.aggregator-state"
+STATE_VERSION = 1
+STATE_PREFIX = "aggregator-"
+COMPACT_USER_SUFFIX = ".compact"
+
+
+# -- events ---------------------------------------------------------------------
+
+@dataclass
+class FilesWritten(Generic[C]):
+    """A checkpoint's files, sent when the committer accepts them."""
+
+    checkpoint: int
+    committables: list
+
+
+@dataclass
+class RewriteFinished(Generic[C]):
+    """A finished rewrite: `new` holds exactly the rows of `replaced`."""
+
+    identifier: int
+    replaced: list
+    new: list
+
+
+# -- what the coordinator needs from a table format --------------------------------
+
+class CompactionTarget(ABC, Generic[C]):
+    """A table that can swap files in one conflict-checked compaction commit."""
+
+    @abstractmethod
+    def identity(self, committable: C) -> str:
+        """A name unique to the file (the same file always has the same name)."""
+
+    @abstractmethod
+    def encode(self, committable: C) -> dict: ...
+
+    @abstractmethod
+    def decode(self, data: dict) -> C: ...
+
+    def as_committed(self, committable: C) -> C:
+        """The committable as it is once its commit landed (e.g. no staging path)."""
+        return committable
+
+    @abstractmethod
+    def last_committed(self, commit_user: str) -> int | None:
+        """The highest identifier `commit_user` landed."""
+
+    @abstractmethod
+    def commit_compaction(self, commit_user: str, identifier: int, replaced: Sequence[C],
+                          new: Sequence[C], properties: dict[str, str] | None = None) -> CommitReport:
+        """Delete `replaced` and add `new` in one snapshot. Raise `CommitConflictError` when a
+        file of `replaced` is no longer live (nothing landed then)."""
+
+    @abstractmethod
+    def discard(self, committables: Sequence[C]) -> int:
+        """Delete files of committables no snapshot references."""
+
+    @abstractmethod
+    def live(self, committables: Sequence[C]) -> list[C]:
+        """Those of `committables` the latest snapshot still holds."""
+
+    @abstractmethod
+    def committed_since(self, commit_user: str, identifier: int | None) -> list[tuple[int, list[C]]]:
+        """(identifier, files added) of each checkpoint of `commit_user` after `identifier`, oldest first."""
+
+    @abstractmethod
+    def clean_staging(self, compact_user: str, keep: Sequence[C]) -> int:
+        """Remove rewrite outputs of `compact_user` that are not in `keep`."""
+
+
+@dataclass
+class RoundReport:
+    """What one aggregation round did (kept in the append's `CommitReport.extra`)."""
+
+    checkpoint: int | None
+    snapshot_id: int | None = None
+    files_removed: int = 0
+    files_added: int = 0
+    carried: int = 0
+    conflict: str | None = None
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Coordinator(Generic[C]):
+    def __init__(self, aggregator: Aggregator[C], target: CompactionTarget[C], commit_user: str,
+                 store: StateStore | None = None):
+        self.aggregator = aggregator
+        self.target = target
+        self.commit_user = commit_user
+        self.compact_user = commit_user + COMPACT_USER_SUFFIX
+        self.store = store
+        self.bins: dict[str, C] = {}          # carried small files, by identity, oldest first
+        self.held: list = []                  # events not delivered yet
+        self.applied: int | None = None       # newest checkpoint whose files are in the bins
+        self.pending: dict | None = None      # a planned compaction not known to have landed
+        self._committing: int | None = None
+        self._finished: int | None = None     # newest checkpoint whose commit finished
+        self._events_lock = threading.Lock()
+        self._round_lock = threading.RLock()
+
+    # -- events -------------------------------------------------------------------
+    def send(self, event) -> None:
+        """An event from a writer. Held while a commit is in progress, else delivered now."""
+        with self._events_lock:
+            self.held.append(event)
+            holding = self._committing is not None
+        if holding:
+            crashpoints.reached("events-held")
+        else:
+            with self._round_lock:
+                self._deliver_held()
+
+    def commit_started(self, checkpoint: int) -> None:
+        with self._events_lock:
+            self._committing = checkpoint
+
+    def commit_finished(self, checkpoint: int, landed: bool) -> RoundReport | None:
+        """The append of `checkpoint` finished: deliver held events, aggregate, save. Never raises:
+        the append already landed, compaction problems must not fail the writer."""
+        with self._round_lock:
+            try:
+                if landed:
+                    self._finished = max(checkpoint, self._finished or checkpoint)
+                else:
+                    self._drop_events_of(checkpoint)
+                self._deliver_held()
+                report = self._round(checkpoint) if landed else None
+            except Exception as exc:  # noqa: BLE001 - logged and reported, never fails the append
+                log.warning("aggregation after checkpoint %s of %s failed: %s", checkpoint,
+                            self.commit_user, exc, exc_info=True)
+                report = RoundReport(checkpoint, error=f"{type(exc).__name__}: {exc}")
+            finally:
+                with self._events_lock:
+                    self._committing = None
+            if landed:
+                self._save_quietly(checkpoint)
+            return report
+
+    def flush(self, checkpoint: int) -> RoundReport | None:
+        """A last round that also combines partial bins (end of a batch job)."""
+        with self._round_lock:
+            self.aggregator.flush()
+            try:
+                return self._round(checkpoint)
+            except Exception as exc:  # noqa: BLE001
+                log.warning("final aggregation of %s failed: %s", self.commit_user, exc, exc_info=True)
+                return RoundReport(checkpoint, error=f"{type(exc).__name__}: {exc}")
+
+    # -- restore --------------------------------------------------------------------
+    def restore(self) -> None:
+        """Load the newest saved state, finish its pending compaction, catch up with the table."""
+        with self._round_lock:
+            self._load()
+            try:
+                if self.pending is not None:
+                    self._resolve_pending(self.applied)
+            except Exception as exc:  # noqa: BLE001 - outcome unknown: keep it for the next round
+                log.warning("pending compaction of %s unresolved: %s", self.commit_user, exc)
+            keep = [self.target.decode(d) for d in (self.pending or {}).get("new", [])]
+            self.target.clean_staging(self.compact_user, keep)
+            self.catch_up()
+
+    def catch_up(self) -> None:
+        """Add the files of checkpoints that landed after `applied` (e.g. restored pending ones)."""
+        with self._round_lock:
+            for identifier, files in self.target.committed_since(self.commit_user, self.applied):
+                self._add(identifier, files)
+                self._finished = max(identifier, self._finished or identifier)
+            self._deliver_held()
+
+    # -- internals ------------------------------------------------------------------
+    def _deliver_held(self) -> None:
+        with self._events_lock:
+            events, self.held = self.held, []
+        kept = [e for e in events if not self._deliver(e)]
+        with self._events_lock:
+            self.held = kept + self.held
+
+    def _deliver(self, event) -> bool:
+        """Act on one event; False when it must wait (its checkpoint has not landed yet)."""
+        if isinstance(event, FilesWritten):
+            if self.applied is not None and event.checkpoint <= self.applied:
+                return True  # already in the bins (delivered again after a restore)
+            if self._finished is None or event.checkpoint > self._finished:
+                return False
+            self._add(event.checkpoint, event.committables)
+            return True
+        if isinstance(event, RewriteFinished):
+            if self.pending is None and event.new:  # a rewrite that ran elsewhere (e.g. asynchronously)
+                self.pending = {"identifier": event.identifier,
+                                "replaced": [self.target.encode(c) for c in event.replaced],
+                                "new": [self.target.encode(c) for c in event.new]}
+            self._resolve_pending(self.applied)
+            return True
+        raise TypeError(f"unknown coordinator event {event!r}")
+
+    def _drop_events_of(self, checkpoint: int) -> None:
+        with self._events_lock:
+            self.held = [e for e in self.held
+                         if not (isinstance(e, FilesWritten) and e.checkpoint == checkpoint)]
+
+    def _add(self, checkpoint: int, committables: Sequence[C]) -> None:
+        for c in committables:
+            c = self.target.as_committed(c)
+            if self.aggregator.carries(c):  # files already big enough are never rewritten
+                self.bins.setdefault(self.target.identity(c), c)
+        self.applied = max(checkpoint, self.applied if self.applied is not None else checkpoint)
+
+    def _round(self, checkpoint: int) -> RoundReport | None:
+        if self.pending is not None:  # an earlier compaction whose outcome was unknown
+            self._resolve_pending(checkpoint)
+        if not self.bins:
+            return None
+        plan = run_aggregator(self.aggregator, list(self.bins.values()), self.target.identity)
+        if not plan.changed:
+            return RoundReport(checkpoint, carried=len(self.bins))
+        identifier = (self.target.last_committed(self.compact_user) or 0) + 1
+        self.pending = {"identifier": identifier,
+                        "replaced": [self.target.encode(c) for c in plan.replaced],
+                        "new": [self.target.encode(c) for c in plan.new]}
+        self._save(checkpoint)  # the rewrite outputs are known before anything is published
+        crashpoints.reached("after-aggregate")
+        self._deliver(RewriteFinished(identifier, plan.replaced, plan.new))
+        return self._last_round
+
+    _last_round: RoundReport | None = None
+
+    def _resolve_pending(self, checkpoint: int | None) -> None:
+        pending, self._last_round = self.pending, None
+        if pending is None:
+            return
+        identifier = int(pending["identifier"])
+        replaced = [self.target.decode(d) for d in pending["replaced"]]
+        new = [self.target.decode(d) for d in pending["new"]]
+        report = RoundReport(checkpoint, files_removed=len(replaced), files_added=len(new))
+        last = self.target.last_committed(self.compact_user)
+        if last is None or last < identifier:
+            try:
+                commit = self.target.commit_compaction(
+                    self.compact_user, identifier, replaced, new,
+                    {"lakesink.compaction-of": self.commit_user,
+                     "lakesink.checkpoint": str(checkpoint if checkpoint is not None else -1)})
+                report.snapshot_id = commit.snapshot_id
+            except (CommitConflictError, CommitFailedError, FileNotFoundError) as exc:
+                # Someone else compacted or removed an input (or an output is gone): nothing
+                # landed, so this rewrite's files go and the bins lose what is no longer live.
+                log.info("compaction %s of %s not committed: %s", identifier, self.commit_user, exc)
+                self.target.discard(new)
+                self.pending = None
+                self.bins = {self.target.identity(c): c for c in self.target.live(list(self.bins.values()))}
+                report.conflict, report.files_removed, report.files_added = str(exc), 0, 0
+                report.carried = len(self.bins)
+                self._last_round = report
+                return
+        for c in replaced:
+            self.bins.pop(self.target.identity(c), None)
+        for c in new:
+            c = self.target.as_committed(c)
+            if self.aggregator.carries(c):
+                self.bins[self.target.identity(c)] = c
+        self.pending = None
+        report.carried = len(self.bins)
+        self._last_round = report
+
+    # -- durable state ----------------------------------------------------------------
+    def _save_quietly(self, checkpoint: int) -> None:
+        try:
+            self._save(checkpoint)
+        except Exception as exc:  # noqa: BLE001 - the next save or a restore's catch-up repairs it
+            log.warning("could not save aggregator state at checkpoint %s: %s", checkpoint, exc)
+
+    def _save(self, checkpoint: int) -> None:
+        if self.store is None:
+            return
+        with self._events_lock:
+            held = [self._encode_event(e) for e in self.held]
+        document = {"format": STATE_FORMAT, "version": STATE_VERSION, "commit_user": self.commit_user,
+                    "checkpoint": self.applied, "saved_at": checkpoint,
+                    "bins": [self.target.encode(c) for c in self.bins.values()],
+                    "held": held, "pending": self.pending, "aggregator": self.aggregator.state()}
+        name = f"{STATE_PREFIX}{checkpoint:020d}.json"
+        self.store.write_json(name, document)
+        for old in self.store.names(STATE_PREFIX)[:-2]:  # keep the newest two
+            if old != name:
+                self.store.delete(old)
+
+    def _load(self) -> None:
+        if self.store is None:
+            return
+        names = [n for n in self.store.names(STATE_PREFIX) if n.endswith(".json")]
+        if not names:
+            return
+        where = f"{self.store.directory}/{names[-1]}"
+        data = self.store.read_json(names[-1])
+        if not isinstance(data, dict) or data.get("format") != STATE_FORMAT or data.get("version") != STATE_VERSION:
+            raise CorruptStateError(f"{where}: not a lakesink aggregator state of version {STATE_VERSION}. "
+                                    "Delete it to start aggregating afresh (no row depends on it).")
+        if data.get("commit_user") != self.commit_user:
+            raise CorruptStateError(f"{where} belongs to commit user {data.get('commit_user')!r}, "
+                                    f"not {self.commit_user!r}.")
+        self.applied = data.get("checkpoint")
+        self._finished = self.applied
+        self.bins = {}
+        for encoded in data.get("bins") or []:
+            c = self.target.decode(encoded)
+            self.bins[self.target.identity(c)] = c
+        self.held = [self._decode_event(e) for e in data.get("held") or []]
+        self.pending = data.get("pending")
+        self.aggregator.restore_state(data.get("aggregator") or {})
+
+    def _encode_event(self, event) -> dict:
+        if isinstance(event, FilesWritten):
+            return {"event": "files-written", "checkpoint": event.checkpoint,
+                    "committables": [self.target.encode(c) for c in event.committables]}
+        # a RewriteFinished is in `pending` already
+        return {"event": "rewrite-finished", "identifier": event.identifier}
+
+    def _decode_event(self, data: dict):
+        if data.get("event") == "files-written":
+            return FilesWritten(int(data["checkpoint"]), [self.target.decode(c) for c in data["committables"]])
+        return RewriteFinished(int(data["identifier"]), [], [])
+
+
+class CoordinatedCommitter(Committer):
+    """A `Committer` that tells a coordinator about accepted files and finished commits.
+
+    Works unchanged under `PipelinedCommitter`: `accept` runs on the engine's
+    thread (the event is held while the previous checkpoint commits), `commit`
+    on the committer's thread.
+    """
+
+    def __init__(self, committer: Committer, coordinator: Coordinator):
+        super().__init__(committer.target, committer.commit_user, committer.pending)
+        self.coordinator = coordinator
+
+    def accept(self, identifier, committables, overwrite=None, properties=None):
+        record = super().accept(identifier, committables, overwrite, properties)
+        self.coordinator.send(FilesWritten(identifier, list(committables)))
+        return record
+
+    def commit(self, identifier, committables, overwrite=None, properties=None,
+               already_accepted=False) -> CommitReport:
+        self.coordinator.commit_started(identifier)
+        try:
+            report = super().commit(identifier, committables, overwrite, properties, already_accepted)
+        except BaseException:
+            self.coordinator.commit_finished(identifier, landed=False)
+            raise
+        if report.skipped_replay:
+            # A replay of a checkpoint that landed before a crash: its files come from the table.
+            self.coordinator.catch_up()
+        round_report = self.coordinator.commit_finished(identifier, landed=True)
+        if round_report is not None:
+            report.extra["aggregation"] = round_report
+        return report
+
+    def restore(self) -> list[CommitReport]:
+        reports = super().restore()
+        self.coordinator.catch_up()
+        return reports
