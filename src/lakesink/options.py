@@ -32,6 +32,8 @@ LAKESINK_OPTIONS: dict[str, tuple[str | None, str]] = {
                             "accepts it durably and commits while the next batch runs."),
     "commit.empty-batches": ("false", "Streaming: make a snapshot for micro-batches without rows."),
     "maintenance.enabled": ("true", "Run snapshot/partition/tag expiry after each commit, in the background."),
+    "aggregator.enabled": ("false", "After each commit, bin small files per partition up to `target-file-size` "
+                                    "and replace them by one file in a COMPACT snapshot (docs/compaction.md)."),
 }
 
 # Paimon stores identifiers as signed 64-bit longs and reserves the largest for
@@ -84,6 +86,7 @@ class WriteOptions:
     commit_mode: str = "sync"
     commit_empty_batches: bool = False
     maintenance: bool = True
+    aggregator: bool = False
     table_options: dict[str, str] = field(default_factory=dict)
     fs_options: dict[str, str] = field(default_factory=dict)  # storage access: fs.s3.*, commit.lock, ...
     path: str | None = None
@@ -118,6 +121,8 @@ class WriteOptions:
                 out.commit_empty_batches = _bool(key, value)
             elif canonical == "maintenance.enabled":
                 out.maintenance = _bool(key, value)
+            elif canonical == "aggregator.enabled":
+                out.aggregator = _bool(key, value)
             elif low == "path":
                 out.path = value
             elif low == "queryname":

@@ -46,6 +46,7 @@ class BatchWrite:
     overwrite: Overwrite | None
     staging_dir: str
     compression: str
+    aggregate: bool = False  # option aggregator.enabled: combine small files after the commit
 
     @classmethod
     def plan(cls, path: str, schema: pa.Schema, options: WriteOptions, mode: str,
@@ -71,7 +72,8 @@ class BatchWrite:
         overwrite = Overwrite(dynamic=options.dynamic_overwrite) if mode == "overwrite" else None
         staging = f"{target.lakesink_dir()}/staging/{new_token()}"
         compression = options.table_options.get("file.compression") or "snappy"
-        return cls(target, layout, commit_user, identifier, anonymous, overwrite, staging, compression)
+        return cls(target, layout, commit_user, identifier, anonymous, overwrite, staging, compression,
+                   options.aggregator)
 
     def committer(self) -> Committer:
         return Committer(self.target, self.commit_user)
@@ -82,6 +84,9 @@ class BatchWrite:
     def commit(self, files: Sequence[StagedFile], properties: dict[str, str] | None = None) -> CommitReport:
         try:
             report = self.committer().commit(self.identifier, files, self.overwrite, properties)
+            if self.aggregate:
+                from .compaction import aggregate_batch
+                aggregate_batch(self.target, self.commit_user, report, files, forget_user=self.anonymous)
             if self.anonymous:
                 self.target.forget_commit_user(self.commit_user)
             return report

@@ -108,7 +108,11 @@ class StreamSink:
         return user
 
     def committer(self) -> Committer:
-        return Committer(self.target, self.bind(), PendingStore(self.store))
+        committer = Committer(self.target, self.bind(), PendingStore(self.store))
+        if self.options.aggregator:  # small files binned and compacted after each commit
+            from .compaction import coordinated
+            committer = coordinated(committer, self.store)
+        return committer
 
     def restore(self) -> list[CommitReport]:
         """Commit what a dead driver accepted; before any new batch runs."""

@@ -1,0 +1,461 @@
+"""No small files: the Paimon aggregator, compaction commits and table compaction planning.
+
+Small files are committed normally (an APPEND snapshot: rows visible at once,
+exactly-once unchanged). The aggregator then bins the small files of each
+(partition, bucket) up to the table's `target-file-size`, across checkpoints
+when one is not enough, rewrites each full bin as one Parquet file and commits
+a COMPACT snapshot right after the append: DELETE entries for the files
+before, ADD entries for the files after, with Paimon's conflict check (a
+compaction conflicts when a file it removes is no longer live). The swap is
+one snapshot, so a reader sees the small files or the big one, never both
+and never neither. Details: docs/compaction.md.
+
+pypaimon refuses compaction increments in a normal commit; `commit_compact`
+drives its commit loop (`_try_commit`, kind COMPACT, conflict detection on)
+directly, through the same atomic publication and manifest merging as every
+other lakesink commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pypaimon.manifest.manifest_file_manager import ManifestFileManager
+from pypaimon.manifest.manifest_list_manager import ManifestListManager
+from pypaimon.manifest.schema.manifest_entry import ManifestEntry
+from pypaimon.table.row.generic_row import GenericRow
+
+from ..errors import CommitConflictError
+from ..protocol import crashpoints
+from ..protocol.aggregator import Aggregator, pack_bins
+from ..protocol.coordinator import CompactionTarget, CoordinatedCommitter, Coordinator, FilesWritten
+from ..protocol.state import StateStore, filesystem_for
+from ..protocol.target import CommitReport
+from . import tables
+from .commit import new_file_store_commit
+from .datafiles import StagedFile, TableLayout, describe_parquet, place, table_path_of
+from .target import PaimonTarget
+
+log = logging.getLogger(__name__)
+
+_ADD, _DELETE = 0, 1
+CARRY_BELOW = 0.75            # a file under 3/4 of the target stays a compaction candidate
+DEFAULT_MAX_SMALL_FILES = 16  # this many small files of one key are merged even below the target
+IDLE_ROUNDS = 3               # a key that got no new file for this many rounds has its rest merged
+EXECUTOR_REWRITE_BYTES = 256 * 1024 * 1024  # from this volume on, rewrite on Spark executors
+
+
+def target_file_size(table) -> int:
+    return table.options.target_file_size(False)
+
+
+# -- rewriting ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RewriteTask:
+    """Rewrite some files of one partition and bucket as one file. Picklable (Spark tasks)."""
+
+    inputs: tuple          # paths of the files, oldest first
+    partition: tuple
+    bucket: int
+    output: str            # staging path of the new file
+    layout: TableLayout
+    compression: str = "snappy"
+    fs_options: dict | None = None
+
+
+def rewrite(task: RewriteTask) -> StagedFile:
+    """Copy the rows of `task.inputs`, in order, into one new Parquet file and describe it."""
+    file_io = tables.file_io_for(task.output, task.fs_options)
+    schema = task.layout.arrow_schema()
+    stream = file_io.new_output_stream(task.output)
+    try:
+        writer = pq.ParquetWriter(stream, schema, compression=task.compression,
+                                  use_deprecated_int96_timestamps=False, coerce_timestamps="us")
+        try:
+            for i, path in enumerate(task.inputs):
+                with file_io.new_input_stream(path) as source:
+                    data = pq.ParquetFile(source).read()
+                data = data.select(schema.names)
+                writer.write_table(data if data.schema.equals(schema, check_metadata=False) else data.cast(schema))
+                if i == 0:
+                    crashpoints.reached("mid-rewrite")
+        finally:
+            writer.close()
+    finally:
+        stream.close()
+    staged = describe_parquet(task.output, task.layout, file_io, partition=task.partition)
+    return replace(staged, bucket=task.bucket)
+
+
+def rewrite_on_driver(tasks: Sequence[RewriteTask], threads: int = 4) -> list[StagedFile]:
+    if len(tasks) <= 1:
+        return [rewrite(t) for t in tasks]
+    with ThreadPoolExecutor(min(threads, len(tasks))) as pool:
+        return list(pool.map(rewrite, tasks))
+
+
+def rewrite_on_spark(spark, tasks: Sequence[RewriteTask], on_progress=None) -> list[StagedFile]:
+    """One Spark job, one task per bin. `on_progress(done, total)` is polled while it runs."""
+    if not tasks:
+        return []
+    sc = spark.sparkContext
+    group = f"lakesink-compact-{uuid.uuid4().hex[:8]}"
+    sc.setJobGroup(group, f"lakesink: rewrite {len(tasks)} bins of small files", interruptOnCancel=True)
+    result: dict = {}
+
+    def run():
+        try:
+            result["files"] = sc.parallelize(list(tasks), len(tasks)).map(rewrite).collect()
+        except BaseException as exc:  # surfaced on the caller's thread
+            result["error"] = exc
+
+    worker = threading.Thread(target=run, name="lakesink-compact-rewrite", daemon=True)
+    worker.start()
+    tracker = sc.statusTracker()
+    while worker.is_alive():
+        worker.join(0.25)
+        if on_progress is not None:
+            done = 0
+            for job_id in tracker.getJobIdsForGroup(group):
+                job = tracker.getJobInfo(job_id)
+                for stage_id in (job.stageIds if job else []):
+                    stage = tracker.getStageInfo(stage_id)
+                    if stage:
+                        done += stage.numCompletedTasks
+            on_progress(min(done, len(tasks)), len(tasks))
+    sc.setLocalProperty("spark.jobGroup.id", None)
+    if "error" in result:
+        raise result["error"]
+    if on_progress is not None:
+        on_progress(len(tasks), len(tasks))
+    return result["files"]
+
+
+def active_spark():
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        return None
+    return SparkSession.getActiveSession() or SparkSession._instantiatedSession
+
+
+# -- the aggregator -------------------------------------------------------------------
+
+class SmallFileAggregator(Aggregator[StagedFile]):
+    """Bins small files per (partition, bucket) up to the target size and rewrites full bins.
+
+    Bins are filled oldest file first; a bin is full when its estimated
+    rewritten size reaches the target (the estimate learns how much rewriting
+    shrinks data: many small Parquet files carry more overhead than one).
+    Below the target, files carry over to the next checkpoint, unless a key
+    gathered `max_small_files` of them: those are merged into one (still
+    small, still a candidate) file so a slow partition never holds hundreds,
+    and a key that received nothing for `IDLE_ROUNDS` rounds (yesterday's
+    partition) has its rest merged too.
+    """
+
+    def __init__(self, table, staging_dir: str, target_size: int | None = None,
+                 max_small_files: int | None = None, fs_options: dict | None = None,
+                 executor_bytes: int = EXECUTOR_REWRITE_BYTES):
+        self.table_path = tables.normalize_path(str(table.table_path))
+        self.layout = TableLayout.of(table)
+        self.table = table
+        self.staging_dir = staging_dir
+        self.target_size = int(target_size or target_file_size(table))
+        raw_min = table.options.options.to_map().get("compaction.min.file-num")
+        self.max_small_files = int(max_small_files or raw_min or DEFAULT_MAX_SMALL_FILES)
+        self.fs_options = fs_options
+        self.executor_bytes = executor_bytes
+        self.compression = table.options.options.to_map().get("file.compression") or "snappy"
+        self.shrink = 1.0          # rewritten size / input size, learned
+        self._flushing = False
+        self._seen: dict[str, list] = {}  # repr(key) -> [candidate count last round, idle rounds]
+
+    def pre_aggregate_key(self, f: StagedFile):
+        return (tuple(f.partition), f.bucket)
+
+    def carries(self, f: StagedFile) -> bool:
+        return f.file_size < self.target_size * CARRY_BELOW and f.meta.schema_id == self.layout.schema_id
+
+    def flush(self) -> None:
+        self._flushing = True
+
+    def state(self) -> dict:
+        return {"shrink": self.shrink, "seen": self._seen}
+
+    def restore_state(self, state: dict) -> None:
+        self.shrink = float(state.get("shrink", 1.0)) or 1.0
+        self._seen = {k: list(v) for k, v in (state.get("seen") or {}).items()}
+
+    def plan(self, files: Sequence[StagedFile], key=None) -> tuple[list[list[StagedFile]], list[StagedFile]]:
+        """(bins to rewrite, files to keep) for the files of one key."""
+        candidates = [f for f in files if self.carries(f)]
+        count, idle = self._seen.get(repr(key), [-1, 0])
+        idle = idle + 1 if count == len(candidates) else 0
+        flush_at = 2 if self._flushing or idle >= IDLE_ROUNDS else self.max_small_files
+        bins, _rest = pack_bins(candidates, lambda f: f.file_size * self.shrink, self.target_size, flush_at)
+        binned = {id(f) for b in bins for f in b}
+        self._seen[repr(key)] = [len(candidates) - len(binned) + len(bins), 0 if bins else idle]
+        return bins, [f for f in files if id(f) not in binned]
+
+    def aggregate(self, committables: list[StagedFile]) -> list[StagedFile]:
+        return self.aggregate_all({None: committables})[None]
+
+    def aggregate_all(self, groups: dict) -> dict:
+        plans = {key: self.plan(files, key) for key, files in groups.items()}
+        self._seen = {k: v for k, v in self._seen.items() if k in {repr(key) for key in groups}}
+        tasks, owners = [], []
+        for key, (bins, _kept) in plans.items():
+            for b in bins:
+                tasks.append(self.task_for(b))
+                owners.append((key, b))
+        outputs = self.rewrite(tasks)
+        self._learn(owners, outputs)
+        result = {key: list(kept) for key, (_bins, kept) in plans.items()}
+        for (key, _b), out in zip(owners, outputs):
+            result[key].append(out)
+        return result
+
+    def task_for(self, files: Sequence[StagedFile]) -> RewriteTask:
+        first = files[0]
+        paths = tuple(f.staged_path or table_path_of(self.table, f) for f in files)
+        return RewriteTask(paths, tuple(first.partition), first.bucket,
+                           f"{self.staging_dir}/compact-{uuid.uuid4().hex}.parquet", self.layout,
+                           self.compression, self.fs_options)
+
+    def rewrite(self, tasks: Sequence[RewriteTask]) -> list[StagedFile]:
+        if not tasks:
+            return []
+        tables.file_io_for(self.staging_dir, self.fs_options).check_or_mkdirs(self.staging_dir)
+        volume = sum(self._input_bytes(t) for t in tasks)
+        spark = active_spark() if volume >= self.executor_bytes and len(tasks) > 1 else None
+        if spark is not None:
+            return rewrite_on_spark(spark, tasks)
+        return rewrite_on_driver(tasks)
+
+    def _input_bytes(self, task: RewriteTask) -> int:
+        file_io = tables.file_io_for(task.output, task.fs_options)
+        return sum(file_io.get_file_size(p) for p in task.inputs)
+
+    def _learn(self, owners, outputs) -> None:
+        before = sum(f.file_size for _key, b in owners for f in b)
+        after = sum(f.file_size for f in outputs)
+        if before > 0 and after > 0:
+            observed = min(1.0, after / before)
+            self.shrink = observed if self.shrink == 1.0 else 0.7 * self.shrink + 0.3 * observed
+
+
+# -- compaction commits -----------------------------------------------------------------
+
+def _entry(table, kind: int, f: StagedFile) -> ManifestEntry:
+    return ManifestEntry(kind=kind, partition=GenericRow(list(f.partition), table.partition_keys_fields),
+                         bucket=f.bucket, total_buckets=table.total_buckets, file=f.meta)
+
+
+def live_files(table, partitions: Sequence[dict] | None = None) -> list[StagedFile]:
+    """The data files the latest snapshot holds (optionally of some partitions only)."""
+    from .maintenance import live_entries
+    from pypaimon.manifest.schema.file_entry import FileEntry
+
+    wanted = None
+    if partitions is not None:
+        wanted = [tuple(_partition_value(table, k, p.get(k)) for k in table.partition_keys) for p in partitions]
+    out = []
+    for e in FileEntry.merge_entries(live_entries(table)):
+        if e.kind != _ADD:
+            continue
+        values = tuple(e.partition.values)
+        if wanted is not None and values not in wanted:
+            continue
+        out.append(StagedFile(values, e.bucket, e.file, None))
+    return out
+
+
+def _partition_value(table, key: str, value):
+    """A partition value as the manifests hold it (the user may give '2024-01-01' for a DATE)."""
+    if value is None or not isinstance(value, str):
+        return value
+    field = next(f for f in table.partition_keys_fields if f.name == key)
+    type_name = str(field.type).upper()
+    try:
+        if type_name.startswith(("INT", "BIGINT", "SMALLINT", "TINYINT")):
+            return int(value)
+        if type_name.startswith("DATE"):
+            import datetime as dt
+            return dt.date.fromisoformat(value)
+        if type_name.startswith("BOOLEAN"):
+            return value.lower() == "true"
+    except ValueError:
+        pass
+    return value
+
+
+class PaimonCompactionTarget(CompactionTarget[StagedFile]):
+    """Compaction commits into one Paimon table, with lakesink's commit identity markers."""
+
+    def __init__(self, target: PaimonTarget):
+        self.target = target
+
+    def identity(self, f: StagedFile) -> str:
+        return f.meta.file_name
+
+    def encode(self, f: StagedFile) -> dict:
+        return self.target.encode(f)
+
+    def decode(self, data: dict) -> StagedFile:
+        return self.target.decode(data)
+
+    def as_committed(self, f: StagedFile) -> StagedFile:
+        return f if f.staged_path is None else replace(f, staged_path=None)
+
+    def last_committed(self, commit_user: str) -> int | None:
+        return self.target.last_committed(commit_user)
+
+    def staging_dir(self, compact_user: str) -> str:
+        token = hashlib.sha256(compact_user.encode()).hexdigest()[:12]
+        return f"{self.target.lakesink_dir()}/staging/{token}-compact"
+
+    def commit_compaction(self, commit_user: str, identifier: int, replaced: Sequence[StagedFile],
+                          new: Sequence[StagedFile], properties: dict[str, str] | None = None) -> CommitReport:
+        started = time.perf_counter()
+        table = self.target.table(refresh=True)
+        latest = table.snapshot_manager().get_latest_snapshot()
+        marker = self.target.read_marker(commit_user) or {}
+        self.target._write_marker(commit_user, last_identifier=marker.get("last_identifier"),
+                                  last_snapshot=marker.get("last_snapshot"),
+                                  scan_from=(latest.id + 1) if latest else 1)
+        place(table, list(new))
+        entries = [_entry(table, _DELETE, f) for f in replaced] + [_entry(table, _ADD, f) for f in new]
+        props = {"lakesink.files-removed": str(len(replaced)), "lakesink.files-added": str(len(new)),
+                 "lakesink.rows-rewritten": str(sum(f.row_count for f in new))}
+        props.update(properties or {})
+        commit = new_file_store_commit(table, commit_user)
+        try:
+            commit._try_commit(commit_kind="COMPACT", commit_identifier=identifier,
+                               commit_entries_plan=lambda _snapshot: entries, detect_conflicts=True,
+                               allow_rollback=False, snapshot_properties=props)
+        except RuntimeError as exc:
+            if "conflict" in str(exc).lower():
+                raise CommitConflictError(
+                    f"Compaction {identifier} of {self.target.path} conflicts: {exc}") from exc
+            raise
+        finally:
+            commit.close()
+        snapshot = self.target.committed_snapshot(commit_user, identifier)
+        self.target._write_marker(commit_user, last_identifier=identifier,
+                                  last_snapshot=snapshot.id if snapshot else None, scan_from=None)
+        return CommitReport(commit_user, identifier, snapshot_id=snapshot.id if snapshot else None,
+                            commit_kind="COMPACT", files_added=len(new),
+                            rows_added=sum(f.row_count for f in new), bytes_added=sum(f.file_size for f in new),
+                            files_removed=len(replaced), rows_removed=sum(f.row_count for f in replaced),
+                            bytes_removed=sum(f.file_size for f in replaced),
+                            duration_ms=(time.perf_counter() - started) * 1000)
+
+    def discard(self, committables: Sequence[StagedFile]) -> int:
+        return self.target.discard(committables)
+
+    def live(self, committables: Sequence[StagedFile]) -> list[StagedFile]:
+        table = self.target.table(refresh=True)
+        if table is None:
+            return []
+        names = {f.meta.file_name for f in live_files(table)}
+        return [f for f in committables if f.meta.file_name in names]
+
+    def committed_since(self, commit_user: str, identifier: int | None,
+                        limit: int = 1000) -> list[tuple[int, list[StagedFile]]]:
+        table = self.target.table(refresh=True)
+        if table is None:
+            return []
+        manager = table.snapshot_manager()
+        latest = manager.get_latest_snapshot()
+        if latest is None:
+            return []
+        earliest = manager.try_get_earliest_snapshot()
+        lists, manifests = ManifestListManager(table), ManifestFileManager(table)
+        found = []
+        for snapshot_id in range(latest.id, max(earliest.id if earliest else 1, latest.id - limit) - 1, -1):
+            snapshot = manager.get_snapshot_by_id(snapshot_id)
+            if snapshot is None or snapshot.commit_user != commit_user:
+                continue
+            if identifier is not None and snapshot.commit_identifier <= identifier:
+                break
+            files = []
+            for meta in lists.read_delta(snapshot):
+                for e in manifests.read(meta.file_name, drop_stats=False, file_size=meta.file_size):
+                    if e.kind == _ADD:
+                        files.append(StagedFile(tuple(e.partition.values), e.bucket, e.file, None))
+            found.append((snapshot.commit_identifier, files))
+        return list(reversed(found))
+
+    def clean_staging(self, compact_user: str, keep: Sequence[StagedFile]) -> int:
+        from pyarrow import fs as pafs
+        directory = self.staging_dir(compact_user)
+        keep_paths = {filesystem_for(f.staged_path)[1] for f in keep if f.staged_path}
+        filesystem, root = filesystem_for(directory)
+        try:
+            infos = filesystem.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+        except FileNotFoundError:
+            return 0
+        removed = 0
+        for info in infos:
+            if info.type == pafs.FileType.File and info.path not in keep_paths:
+                filesystem.delete_file(info.path)
+                removed += 1
+        return removed
+
+
+# -- wiring into the sinks ---------------------------------------------------------------
+
+_coordinators: dict[tuple, Coordinator] = {}
+_coordinators_lock = threading.Lock()
+
+
+def new_coordinator(target: PaimonTarget, commit_user: str, store: StateStore | None,
+                    aggregator: Aggregator | None = None) -> Coordinator:
+    compaction = PaimonCompactionTarget(target)
+    table = target.table_or_create()
+    staging = compaction.staging_dir(commit_user + ".compact")
+    aggregator = aggregator or SmallFileAggregator(table, staging, fs_options=target.fs_options)
+    return Coordinator(aggregator, compaction, commit_user, store)
+
+
+def coordinated(committer, store: StateStore) -> CoordinatedCommitter:
+    """The streaming committer with the aggregator after each commit: one coordinator per
+    checkpoint and process, restored from the checkpoint on first use."""
+    key = (store.directory, committer.commit_user, committer.target.describe())
+    with _coordinators_lock:
+        coordinator = _coordinators.get(key)
+        if coordinator is None:
+            coordinator = new_coordinator(committer.target, committer.commit_user, store)
+            coordinator.restore()
+            _coordinators[key] = coordinator
+    return CoordinatedCommitter(committer, coordinator)
+
+
+def aggregate_batch(target: PaimonTarget, commit_user: str, report: CommitReport,
+                    files: Sequence[StagedFile], forget_user: bool = False) -> None:
+    """After a batch job's append: combine its small files (partial bins too: no later checkpoint
+    comes). Failures are logged and reported, never raised: the job's rows already landed."""
+    if not report.committed or len(files) < 2:
+        return
+    try:
+        coordinator = new_coordinator(target, commit_user, None)
+        coordinator.aggregator.flush()
+        coordinator.send(FilesWritten(report.identifier, list(files)))
+        report.extra["aggregation"] = coordinator.commit_finished(report.identifier, landed=True)
+        if forget_user:
+            target.forget_commit_user(coordinator.compact_user)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("aggregation after batch commit %s failed: %s", report.snapshot_id, exc, exc_info=True)
+        report.extra["aggregation_error"] = f"{type(exc).__name__}: {exc}"
+
