@@ -69,6 +69,12 @@ def read_stream(spark, path: str, **kwargs):
     return _read_stream(spark, path, **kwargs)
 
 
+def compact(spark, path: str, **kwargs) -> CommitReport:
+    """Rewrite a table's small files into one COMPACT snapshot on Spark. See spark.compact.compact."""
+    from .spark.compact import compact as _compact
+    return _compact(spark, path, **kwargs)
+
+
 def history(path: str, **kwargs):
     """A pyarrow.Table with one row per retained snapshot. See paimon.maintenance.history."""
     from .paimon.maintenance import history as _history
@@ -78,7 +84,7 @@ def history(path: str, **kwargs):
 write.__doc__ = "Write a DataFrame into a Paimon table as one snapshot (fast path). See spark.fastpath.write."
 stream.__doc__ = "Start an exactly-once streaming query into a Paimon table. See spark.streaming.stream."
 
-__all__ = ["session", "register", "write", "stream", "read", "read_stream", "history",
+__all__ = ["session", "register", "write", "stream", "read", "read_stream", "history", "compact",
            "create_table_as", "replace_table_as", "clean_staging", "CommitReport", "LakesinkError", "ConfigurationError",
            "SchemaMismatchError", "UnsupportedTableError", "NotAPaimonTableError", "CommitFailedError",
            "CommitStateUnknownError", "RestoreError", "CheckpointMismatchError"]

@@ -262,6 +262,31 @@ def verify(obj: Context, table):
         raise SystemExit(1)
 
 
+@cli.command()
+@click.argument("table")
+@click.option("--partition", "partitions", multiple=True, metavar="KEY=VALUE[,KEY=VALUE]",
+              help="Only this partition (repeatable).")
+@click.option("--target-size", default=None, help="e.g. '128 mb' (default: the table's target-file-size).")
+@click.option("--local", is_flag=True, help="Rewrite in this process instead of on a Spark session.")
+@_output_option
+@click.pass_obj
+def compact(obj: Context, table, partitions, target_size, local):
+    """Rewrite small files into one COMPACT snapshot; safe beside running writers."""
+    from .spark.compact import compact as run_compaction
+    specs = [dict(kv.split("=", 1) for kv in p.split(",")) for p in partitions] or None
+    spark = None
+    if not local:
+        from .spark.session import session
+        spark = session("lakesink-compact", None, None)
+    with obj.progress() as progress:
+        report = run_compaction(spark, table, partitions=specs, target_size=target_size,
+                                progress=(lambda done, total: progress("rewriting", done, total)) if progress else False)
+    obj.emit({"snapshot_id": report.snapshot_id, "files_removed": report.files_removed,
+              "files_added": report.files_added, "rows_rewritten": report.rows_added,
+              "bytes_removed": report.bytes_removed, "bytes_added": report.bytes_added,
+              "conflicts": report.extra.get("conflicts", 0)})
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command; return its exit code (0 ok, 1 failure, 2 usage)."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])

@@ -351,6 +351,7 @@ class PaimonCompactionTarget(CompactionTarget[StagedFile]):
             raise
         finally:
             commit.close()
+        crashpoints.reached("after-compact")
         snapshot = self.target.committed_snapshot(commit_user, identifier)
         self.target._write_marker(commit_user, last_identifier=identifier,
                                   last_snapshot=snapshot.id if snapshot else None, scan_from=None)

@@ -24,6 +24,9 @@ POINTS = (
     "accepted",              # committables durably accepted, commit not started (pipelined)
     "during-abort",          # an abort has deleted some files but not all
     "after-aggregate",       # small files rewritten, compact snapshot not yet committed
+    "events-held",           # a writer event held by the aggregator's coordinator during a commit
+    "mid-rewrite",           # a rewrite of small files has written part of its output
+    "after-compact",         # compact snapshot published; coordinator state not yet saved
 )
 
 

@@ -1,0 +1,164 @@
+"""`lakesink.compact`: rewrite a table's small files on Spark, commit one COMPACT snapshot.
+
+Plan on the driver (the latest snapshot's small files, binned per partition
+and bucket up to the target size), rewrite every bin as one file in a Spark
+task, then commit "bins' files → rewritten files" as one COMPACT snapshot
+with Paimon's conflict check.
+
+Safe beside running writers: appends only add files, so they never conflict
+with it. If another compaction (a streaming sink's aggregator, another
+`compact`) or an overwrite removed some file it rewrote, the commit conflicts
+and nothing lands; the job then rebases: bins whose files are all still live
+are committed again with their outputs, the others' outputs are deleted (their
+rows are already elsewhere). Rows are never lost or doubled, and the writers
+never see an error.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+
+from ..errors import CommitConflictError, ConfigurationError
+from ..paimon import tables
+from ..paimon.compaction import (PaimonCompactionTarget, SmallFileAggregator, live_files, rewrite_on_driver,
+                                 rewrite_on_spark)
+from ..paimon.target import PaimonTarget
+from ..protocol.aggregator import group_by_key
+from ..protocol.target import CommitReport
+
+log = logging.getLogger(__name__)
+PATH_NAME = "lakesink.compact"
+
+ProgressFn = Callable[[int, int], None]
+
+
+def compact(spark, path: str, partitions: Sequence[Mapping[str, object]] | None = None,
+            target_size: int | str | None = None, *, progress: bool | ProgressFn = True,
+            max_attempts: int = 5, options: Mapping[str, str] | None = None) -> CommitReport:
+    """Rewrite the small files of the Paimon table at `path` into one COMPACT snapshot.
+
+    >>> report = lakesink.compact(spark, "/data/wh/db.db/orders",
+    ...                           partitions=[{"dt": "2024-05-01"}], target_size="128 mb")  # doctest: +SKIP
+    >>> report.files_removed, report.files_added                                           # doctest: +SKIP
+
+    `partitions` limits the job to some partitions (values as strings or typed);
+    `target_size` defaults to the table's `target-file-size`. `progress=True`
+    shows a progress bar on stderr; a callable `(done, total)` gets the counts
+    instead. Without a SparkSession (`spark=None`) the rewrite runs on the driver.
+    Returns the commit's report (`snapshot_id` None when nothing was small).
+    """
+    size = _size(target_size)
+    if max_attempts < 1:
+        raise ConfigurationError(f"max_attempts must be at least 1, got {max_attempts}")
+    target = PaimonTarget(path, fs_options=dict(options) if options else None)
+    table = target.table()
+    if table is None:
+        raise ConfigurationError(f"Table {target.path} does not exist: nothing to compact.")
+    tables.check_writable(table, PATH_NAME)
+    if partitions is not None:
+        _check_partitions(table, partitions)
+    compaction = PaimonCompactionTarget(target)
+    user = f"lakesink-compact-{uuid.uuid4()}"
+    aggregator = SmallFileAggregator(table, compaction.staging_dir(user), target_size=size,
+                                     fs_options=target.fs_options)
+    aggregator.flush()  # a job compacts partial bins too: there is no later checkpoint
+    conflicts = 0
+    try:
+        with _progress_bar(progress) as on_progress:
+            bins = _plan(aggregator, live_files(table, partitions))
+            if not bins:
+                return CommitReport(user, 0, extra={"bins": 0})
+            tasks = [aggregator.task_for(b) for b in bins]
+            outputs = (rewrite_on_spark(spark, tasks, on_progress) if spark is not None
+                       else rewrite_on_driver(tasks))
+            done = list(zip(bins, outputs))
+            for attempt in range(1, max_attempts + 1):
+                replaced = [f for b, _ in done for f in b]
+                try:
+                    report = compaction.commit_compaction(user, attempt, replaced, [o for _, o in done],
+                                                          {"lakesink.compaction-job": "true"})
+                    report.attempts = attempt
+                    report.extra.update(bins=len(done), conflicts=conflicts)
+                    return report
+                except CommitConflictError as exc:
+                    conflicts += 1
+                    log.info("compaction of %s conflicts (attempt %d): %s; rebasing", target.path, attempt, exc)
+                    done = _rebase(compaction, done)
+                    if not done:
+                        return CommitReport(user, attempt, attempts=attempt,
+                                            extra={"bins": 0, "conflicts": conflicts})
+            compaction.discard([o for _, o in done])
+            raise CommitConflictError(
+                f"Compaction of {target.path} conflicted {conflicts} times with other compactions; "
+                "its rewritten files were removed and the table is unchanged. Run it again later.")
+    finally:
+        compaction.clean_staging(user, [])
+        target.forget_commit_user(user)
+
+
+def _plan(aggregator: SmallFileAggregator, files) -> list[list]:
+    bins = []
+    for key, group in group_by_key(aggregator, files).items():
+        bins.extend(aggregator.plan(group, key)[0])
+    return bins
+
+
+def _rebase(compaction: PaimonCompactionTarget, done: list[tuple[list, object]]) -> list[tuple[list, object]]:
+    """Keep the bins whose files are all still live; delete the outputs of the others."""
+    live = {compaction.identity(f) for f in compaction.live([f for b, _ in done for f in b])}
+    kept, dropped = [], []
+    for files, output in done:
+        (kept if all(compaction.identity(f) in live for f in files) else dropped).append((files, output))
+    compaction.discard([o for _, o in dropped])
+    return kept
+
+
+def _size(target_size) -> int | None:
+    if target_size is None:
+        return None
+    if isinstance(target_size, int):
+        if target_size <= 0:
+            raise ConfigurationError(f"target_size must be positive, got {target_size}")
+        return target_size
+    from pypaimon.common.memory_size import MemorySize
+    try:
+        return MemorySize.parse(str(target_size)).get_bytes()
+    except Exception:
+        raise ConfigurationError(f"target_size {target_size!r} is not a size such as '128 mb' or 134217728") from None
+
+
+def _check_partitions(table, partitions) -> None:
+    keys = set(table.partition_keys)
+    if not keys:
+        raise ConfigurationError(f"{table.table_path} is not partitioned: call compact without partitions.")
+    for spec in partitions:
+        if set(spec) != keys:
+            raise ConfigurationError(f"partition {dict(spec)} must give exactly the partition columns "
+                                     f"{sorted(keys)} of {table.table_path}.")
+
+
+class _progress_bar:
+    """A rich progress bar on stderr (or the caller's callback, or nothing)."""
+
+    def __init__(self, progress):
+        self.progress = progress
+        self._bar = None
+
+    def __enter__(self) -> ProgressFn | None:
+        if callable(self.progress):
+            return self.progress
+        if not self.progress:
+            return None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        self._bar = Progress(TextColumn("rewriting small files"), BarColumn(), MofNCompleteColumn(),
+                             TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+        self._bar.start()
+        task = self._bar.add_task("rewrite", total=None)
+        return lambda done, total: self._bar.update(task, completed=done, total=total)
+
+    def __exit__(self, *exc) -> None:
+        if self._bar is not None:
+            self._bar.stop()
