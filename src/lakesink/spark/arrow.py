@@ -14,10 +14,39 @@ def spark_to_arrow(schema) -> pa.Schema:
     """Spark StructType → Arrow schema (TimestampType → timestamp[us, UTC], NTZ → timestamp[us])."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    for field in schema.fields:
+        unstorable = _unstorable(field.dataType)
+        if unstorable:
+            raise ConfigurationError(
+                f"column {field.name!r} has Spark type {field.dataType.simpleString()}, which contains "
+                f"{unstorable}: Paimon tables written by lakesink cannot store it. Cast the column "
+                "first (e.g. to_json(...) for a variant, a number of seconds for an interval)."
+            )
     try:
         return to_arrow_schema(schema, timezone="UTC")
     except Exception as exc:  # e.g. VariantType, intervals, CalendarInterval
         raise ConfigurationError(f"The DataFrame has a column type Paimon cannot store: {exc}") from exc
+
+
+def _unstorable(data_type) -> str | None:
+    """The name of a type Paimon cannot store inside `data_type`, or None.
+
+    Checked on Spark's side: Arrow would turn a variant into a plain struct of
+    binaries, and the table would silently get the wrong type.
+    """
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.VariantType):
+        return "variant"
+    if isinstance(data_type, (T.DayTimeIntervalType, T.YearMonthIntervalType, T.CalendarIntervalType)):
+        return "interval"
+    if isinstance(data_type, T.ArrayType):
+        return _unstorable(data_type.elementType)
+    if isinstance(data_type, T.MapType):
+        return _unstorable(data_type.keyType) or _unstorable(data_type.valueType)
+    if isinstance(data_type, T.StructType):
+        return next((u for f in data_type.fields if (u := _unstorable(f.dataType))), None)
+    return None
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
