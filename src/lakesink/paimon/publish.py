@@ -81,8 +81,11 @@ def _local_path(path: str) -> str | None:
     return None
 
 
-def write_file_atomically(file_io, path: str, content: str) -> None:
-    """Replace `path` with `content` so readers see the old or the new text, never a torn one."""
+def write_file_atomically(file_io, path: str, content: str, durable: bool = True) -> None:
+    """Replace `path` with `content` so readers see the old or the new text, never a torn one.
+
+    `durable=False` skips the fsync, for hints a crash may lose (they are re-derived).
+    """
     local = _local_path(path)
     if local is None:
         file_io.overwrite_file_utf8(path, content)  # an object-store PUT is atomic
@@ -91,8 +94,9 @@ def write_file_atomically(file_io, path: str, content: str) -> None:
     tmp = f"{local}.{uuid.uuid4().hex}.tmp"
     with open(tmp, "w", encoding="utf-8") as out:
         out.write(content)
-        out.flush()
-        os.fsync(out.fileno())
+        if durable:
+            out.flush()
+            os.fsync(out.fileno())
     os.replace(tmp, local)
 
 
@@ -107,7 +111,8 @@ class _PublishingCommit(SnapshotCommit):
         # LATEST is only a hint: pypaimon checks it against snapshot-(hint+1) and
         # lists the directory when it is stale, so a late or failed update is harmless.
         try:
-            write_file_atomically(self.file_io, self.snapshot_manager.latest_file, str(snapshot_id))
+            write_file_atomically(self.file_io, self.snapshot_manager.latest_file, str(snapshot_id),
+                                  durable=False)
         except Exception as exc:
             log.warning("could not update LATEST hint: %s", exc)
 

@@ -114,11 +114,11 @@ class PaimonTarget(CommitTarget[StagedFile]):
             raise ValueError(f"{path} is not a lakesink commit-user marker for {commit_user!r}")
         return data
 
-    def _write_marker(self, commit_user: str, **fields) -> None:
+    def _write_marker(self, commit_user: str, durable: bool = True, **fields) -> None:
         data = {"format": MARKER_FORMAT, "version": MARKER_VERSION, "commit_user": commit_user,
                 "last_identifier": None, "last_snapshot": None, "scan_from": None}
         data.update(fields)
-        write_file_atomically(self.file_io, self._marker_path(commit_user), json.dumps(data))
+        write_file_atomically(self.file_io, self._marker_path(commit_user), json.dumps(data), durable)
 
     def forget_commit_user(self, commit_user: str) -> None:
         """Drop the marker of a one-off commit user that will never commit again."""
@@ -220,7 +220,8 @@ class PaimonTarget(CommitTarget[StagedFile]):
 
         snapshot = (self.committed_snapshot(commit_user, identifier)
                     if (messages or overwrite or self.empty_commits) else None)
-        self._write_marker(commit_user, last_identifier=identifier,
+        # Not fsynced: if a crash loses it, the scan from the earlier marker finds the snapshot.
+        self._write_marker(commit_user, durable=False, last_identifier=identifier,
                            last_snapshot=snapshot.id if snapshot else (latest.id if latest else None),
                            scan_from=None)
         report = CommitReport(commit_user, identifier,
