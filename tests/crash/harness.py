@@ -85,11 +85,15 @@ def make_source(directory: Path, files: int = 4, rows_per_file: int = 50,
                 empty_files: tuple[int, ...] = ()) -> pa.Table:
     """Write the source: file k holds ids k*rows..(k+1)*rows-1 (none for `empty_files`)."""
     directory.mkdir(parents=True, exist_ok=True)
+    first_mtime = time.time() - files - 60
     for k in range(files):
         ids = [] if k in empty_files else list(range(k * rows_per_file, (k + 1) * rows_per_file))
         rows = pa.table({"id": pa.array(ids, pa.int64()), "name": [f"row-{i}" for i in ids],
                          "grp": pa.array([i % 3 for i in ids], pa.int32())}, schema=SOURCE_SCHEMA)
-        pq.write_table(rows, directory / f"part-{k:05d}.parquet")
+        path = directory / f"part-{k:05d}.parquet"
+        pq.write_table(rows, path)
+        # Spark's file source takes files in modification-time order: make that file order.
+        os.utime(path, (first_mtime + k, first_mtime + k))
     return source_rows(directory)
 
 
