@@ -1,0 +1,147 @@
+"""Compaction on Spark: `lakesink.compact`, the batch aggregator, and a streaming query with
+repeated compactions on the same table, all read back row for row with pypaimon."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lakesink
+from lakesink.errors import ConfigurationError
+from lakesink.paimon.compaction import live_files
+from lakesink.paimon.tables import open_table
+from tests.helpers import leftover_files, read_table, snapshots
+
+pytestmark = pytest.mark.spark
+
+
+def small_writes(spark, path, writes=6, rows=30, days=2):
+    ids = []
+    for w in range(writes):
+        batch = [(w * 1000 + i, i % days, f"payload-{w}-{i}") for i in range(rows)]
+        df = spark.createDataFrame(batch, "id long, day int, payload string").repartition(2)
+        lakesink.write(df, path, partition_by=["day"])
+        ids += [r[0] for r in batch]
+    return sorted(ids)
+
+
+def ids_of(path, snapshot_id=None):
+    return sorted(read_table(path, snapshot_id).column("id").to_pylist())
+
+
+def test_compact_rewrites_small_files_into_one_compact_snapshot(spark, table_path):
+    expected = small_writes(spark, table_path)
+    before = len(live_files(open_table(table_path)))
+    seen = []
+
+    report = lakesink.compact(spark, table_path, progress=lambda done, total: seen.append((done, total)))
+
+    after = live_files(open_table(table_path))
+    assert ids_of(table_path) == expected
+    assert len(after) == 2 and before >= 12  # one file per day partition
+    latest = snapshots(table_path)[-1]
+    assert latest.commit_kind == "COMPACT" and latest.id == report.snapshot_id
+    assert report.files_removed == before and report.files_added == 2
+    assert seen and seen[-1] == (2, 2)
+    assert leftover_files(table_path) == set()
+    assert lakesink.compact(spark, table_path, progress=False).snapshot_id is None  # nothing small left
+
+
+def test_compact_of_one_partition_leaves_the_others_alone(spark, table_path):
+    expected = small_writes(spark, table_path)
+    lakesink.compact(spark, table_path, partitions=[{"day": "1"}], progress=False)
+    per_day = Counter(f.partition for f in live_files(open_table(table_path)))
+    assert per_day[(1,)] == 1 and per_day[(0,)] >= 6
+    assert ids_of(table_path) == expected
+
+
+def test_compact_rebases_when_another_compaction_took_some_of_its_files(spark, table_path):
+    expected = small_writes(spark, table_path)
+
+    def meanwhile(done, total):
+        if done == total:  # rewrites finished, commit not yet made: someone compacts day 0 first
+            lakesink.compact(None, table_path, partitions=[{"day": 0}], progress=False)
+
+    report = lakesink.compact(spark, table_path, progress=meanwhile)
+
+    assert report.extra["conflicts"] == 1
+    assert report.files_added == 1  # only day 1's rewrite was still valid
+    kinds = [s.commit_kind for s in snapshots(table_path)[-2:]]
+    assert kinds == ["COMPACT", "COMPACT"]
+    assert ids_of(table_path) == expected
+    assert len(live_files(open_table(table_path))) == 2
+    assert leftover_files(table_path) == set()
+
+
+def test_compact_refuses_bad_arguments_and_changes_nothing(spark, table_path):
+    small_writes(spark, table_path, writes=2)
+    latest = snapshots(table_path)[-1].id
+    with pytest.raises(ConfigurationError, match="exactly the partition columns"):
+        lakesink.compact(spark, table_path, partitions=[{"dt": "x"}])
+    with pytest.raises(ConfigurationError, match="not a size"):
+        lakesink.compact(spark, table_path, target_size="lots")
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        lakesink.compact(spark, table_path + "-missing")
+    assert snapshots(table_path)[-1].id == latest
+
+
+def test_a_batch_write_with_the_aggregator_commits_its_small_files_then_one_compact_snapshot(spark, table_path):
+    rows = [(i, i % 2, f"p{i}") for i in range(200)]
+    df = spark.createDataFrame(rows, "id long, day int, payload string").repartition(8)
+    df.write.format("paimon").mode("append").option("partition", "day").option("aggregator.enabled", "true").save(table_path)
+
+    kinds = [s.commit_kind for s in snapshots(table_path)]
+    assert kinds == ["APPEND", "COMPACT"]
+    assert ids_of(table_path) == list(range(200))
+    assert len(ids_of(table_path, 1)) == 200  # the append alone already held every row
+    assert len(live_files(open_table(table_path))) == 2
+    assert leftover_files(table_path) == set()
+
+
+def test_a_streaming_query_and_repeated_compactions_on_one_table_keep_every_row_once(spark, tmp_path):
+    source, table = tmp_path / "source", str(tmp_path / "wh" / "db.db" / "t")
+    source.mkdir()
+    schema = pa.schema([("id", pa.int64()), ("day", pa.int32()), ("payload", pa.string())])
+    batches, rows = 10, 60
+    for b in range(batches):
+        ids = list(range(b * rows, (b + 1) * rows))
+        pq.write_table(pa.table({"id": ids, "day": pa.array([b // 4] * rows, pa.int32()),
+                                 "payload": [f"r{i}" for i in ids]}, schema=schema), source / f"{b:03d}.parquet")
+    sdf = (spark.readStream.schema("id long, day int, payload string").option("maxFilesPerTrigger", 1)
+           .parquet(str(source)).repartition(3))
+    query = lakesink.stream(sdf, table, checkpoint=str(tmp_path / "chk"), trigger="availableNow",
+                            options={"aggregator.enabled": "true", "target-file-size": "8kb"},
+                            partition_by=["day"])
+    stop, reports, errors = threading.Event(), [], []
+
+    def compact_repeatedly():
+        while not stop.is_set():
+            try:
+                if open_table(table) is not None and snapshots(table):
+                    reports.append(lakesink.compact(spark, table, target_size="8kb", progress=False))
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+            stop.wait(0.5)
+
+    compactor = threading.Thread(target=compact_repeatedly, daemon=True)
+    compactor.start()
+    try:
+        assert query.awaitTermination(240)
+    finally:
+        stop.set()
+        compactor.join(120)
+    assert query.exception() is None
+    reports.append(lakesink.compact(spark, table, target_size="8kb", progress=False))
+
+    ids = read_table(table).column("id").to_pylist()
+    assert [i for i, n in Counter(ids).items() if n > 1] == []
+    assert sorted(ids) == list(range(batches * rows))
+    assert not errors, errors
+    assert any(r.snapshot_id for r in reports)
+    users = Counter(s.commit_user.split("-")[1] for s in snapshots(table) if s.commit_kind == "COMPACT")
+    assert users["compact"] >= 1
+    assert leftover_files(table) == set()
