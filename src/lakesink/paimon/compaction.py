@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 
 _ADD, _DELETE = 0, 1
 CARRY_BELOW = 0.75            # a file under 3/4 of the target stays a compaction candidate
-DEFAULT_MAX_SMALL_FILES = 16  # this many small files of one key are merged even below the target
+DEFAULT_MAX_SMALL_FILES = 8   # this many small files of one key are merged even below the target
 IDLE_ROUNDS = 3               # a key that got no new file for this many rounds has its rest merged
 EXECUTOR_REWRITE_BYTES = 256 * 1024 * 1024  # from this volume on, rewrite on Spark executors
 
@@ -155,8 +155,9 @@ class SmallFileAggregator(Aggregator[StagedFile]):
     """Bins small files per (partition, bucket) up to the target size and rewrites full bins.
 
     Bins are filled oldest file first; a bin is full when its estimated
-    rewritten size reaches the target (the estimate learns how much rewriting
-    shrinks data: many small Parquet files carry more overhead than one).
+    rewritten size reaches the target. The estimate is rows × the bytes per
+    row of earlier rewrites (many small Parquet files carry more overhead and
+    compress worse than one: summing their sizes would make files too small).
     Below the target, files carry over to the next checkpoint, unless a key
     gathered `max_small_files` of them: those are merged into one (still
     small, still a candidate) file so a slow partition never holds hundreds,
@@ -177,7 +178,7 @@ class SmallFileAggregator(Aggregator[StagedFile]):
         self.fs_options = fs_options
         self.executor_bytes = executor_bytes
         self.compression = table.options.options.to_map().get("file.compression") or "snappy"
-        self.shrink = 1.0          # rewritten size / input size, learned
+        self.bytes_per_row = 0.0   # of rewritten files, learned; 0 = not known yet
         self._flushing = False
         self._seen: dict[str, list] = {}  # repr(key) -> [candidate count last round, idle rounds]
 
@@ -191,10 +192,10 @@ class SmallFileAggregator(Aggregator[StagedFile]):
         self._flushing = True
 
     def state(self) -> dict:
-        return {"shrink": self.shrink, "seen": self._seen}
+        return {"bytes_per_row": self.bytes_per_row, "seen": self._seen}
 
     def restore_state(self, state: dict) -> None:
-        self.shrink = float(state.get("shrink", 1.0)) or 1.0
+        self.bytes_per_row = float(state.get("bytes_per_row", 0.0))
         self._seen = {k: list(v) for k, v in (state.get("seen") or {}).items()}
 
     def plan(self, files: Sequence[StagedFile], key=None) -> tuple[list[list[StagedFile]], list[StagedFile]]:
@@ -203,7 +204,7 @@ class SmallFileAggregator(Aggregator[StagedFile]):
         count, idle = self._seen.get(repr(key), [-1, 0])
         idle = idle + 1 if count == len(candidates) else 0
         flush_at = 2 if self._flushing or idle >= IDLE_ROUNDS else self.max_small_files
-        bins, _rest = pack_bins(candidates, lambda f: f.file_size * self.shrink, self.target_size, flush_at)
+        bins, _rest = pack_bins(candidates, self.estimated_size, self.target_size, flush_at)
         binned = {id(f) for b in bins for f in b}
         self._seen[repr(key)] = [len(candidates) - len(binned) + len(bins), 0 if bins else idle]
         return bins, [f for f in files if id(f) not in binned]
@@ -247,12 +248,18 @@ class SmallFileAggregator(Aggregator[StagedFile]):
         file_io = tables.file_io_for(task.output, task.fs_options)
         return sum(file_io.get_file_size(p) for p in task.inputs)
 
+    def estimated_size(self, f: StagedFile) -> float:
+        """What `f` will weigh inside a rewritten file."""
+        if self.bytes_per_row <= 0:
+            return f.file_size
+        return min(f.file_size, f.row_count * self.bytes_per_row)
+
     def _learn(self, owners, outputs) -> None:
-        before = sum(f.file_size for _key, b in owners for f in b)
-        after = sum(f.file_size for f in outputs)
-        if before > 0 and after > 0:
-            observed = min(1.0, after / before)
-            self.shrink = observed if self.shrink == 1.0 else 0.7 * self.shrink + 0.3 * observed
+        rows = sum(f.row_count for f in outputs)
+        size = sum(f.file_size for f in outputs)
+        if rows > 0 and size > 0:
+            observed = size / rows
+            self.bytes_per_row = observed if self.bytes_per_row <= 0 else 0.7 * self.bytes_per_row + 0.3 * observed
 
 
 # -- compaction commits -----------------------------------------------------------------
