@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 import json
 import os
 import time
@@ -202,7 +203,8 @@ def test_file_statistics_let_pypaimon_filters_prune_files_and_return_the_right_r
     # Four files with disjoint ranges of every stats-bearing column.
     df = spark.range(0, 400, 1, 4).selectExpr(
         "id", "format_string('k%04d', id) as s", "date_add(date'2020-01-01', cast(id as int)) as d",
-        "cast(id as decimal(10,2)) / 4 as amount", "id % 2 = 0 as even")
+        "cast(id as decimal(10,2)) / 4 as amount", "id % 2 = 0 as even",
+        "timestamp_seconds(1700000000 + id * 60) as ts", "cast(timestamp_seconds(id * 3600) as timestamp_ntz) as ts_ntz")
     write(df, table_path, path_kind)
     from pypaimon.table.file_store_table import FileStoreTable
     table = FileStoreTable.from_path(table_path)
@@ -224,3 +226,5 @@ def test_file_statistics_let_pypaimon_filters_prune_files_and_return_the_right_r
     scan(lambda pb: pb.less_than("d", dt.date(2020, 2, 20)), range(50), 1)
     scan(lambda pb: pb.between("id", 99, 100), [99, 100], 2)
     scan(lambda pb: pb.equal("even", True), range(0, 400, 2), 4)
+    scan(lambda pb: pb.less_than("amount", Decimal("10")), range(40), 1)
+    scan(lambda pb: pb.greater_or_equal("ts_ntz", dt.datetime(1970, 1, 17, 12)), range(396, 400), 1)
