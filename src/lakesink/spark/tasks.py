@@ -13,6 +13,10 @@ from ..paimon.datafiles import StagedFile, TableLayout, describe_parquet
 from .arrow import conform, split_by_partition
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+# Spark hands Python ~10k-row Arrow batches; writing each as its own row group
+# halves encoding speed and bloats footers, so rows are buffered into big groups.
+ROW_GROUP_ROWS = 1 << 20
+ROW_GROUP_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -31,7 +35,15 @@ class _OpenFile:
     path: str
     writer: pq.ParquetWriter
     partition: tuple
-    bytes: int = 0
+    bytes: int = 0  # uncompressed bytes written or buffered, for rolling at the target size
+    buffer: list = field(default_factory=list)
+    buffered_rows: int = 0
+    buffered_bytes: int = 0
+
+    def flush(self) -> None:
+        if self.buffer:
+            self.writer.write_table(pa.concat_tables(self.buffer))
+            self.buffer, self.buffered_rows, self.buffered_bytes = [], 0, 0
 
 
 @dataclass
@@ -57,8 +69,12 @@ class StagingWriter:
             current = self._open.get(partition)
             if current is None:
                 current = self._new_file(partition)
-            current.writer.write_table(rows)
+            current.buffer.append(rows)
+            current.buffered_rows += rows.num_rows
+            current.buffered_bytes += rows.nbytes
             current.bytes += rows.nbytes
+            if current.buffered_rows >= ROW_GROUP_ROWS or current.buffered_bytes >= ROW_GROUP_BYTES:
+                current.flush()
             if current.bytes >= self.spec.target_file_size:
                 self._close(partition)
 
@@ -74,6 +90,7 @@ class StagingWriter:
 
     def _close(self, partition: tuple) -> None:
         opened = self._open.pop(partition)
+        opened.flush()
         opened.writer.close()
         opened.stream.close()
         self._done.append((opened.path, opened.partition))
