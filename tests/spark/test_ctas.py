@@ -185,3 +185,32 @@ def _group_alive(pgid: int) -> bool:
         return True
     except ProcessLookupError:
         return False
+
+
+def test_two_spark_jobs_creating_one_table_at_once_exactly_one_wins(spark, table_path):
+    from pyspark.sql.functions import udf
+
+    @udf("long")
+    def slow(x):
+        time.sleep(0.05)
+        return x
+
+    outcomes = {}
+
+    def create(name, rows):
+        df = spark.range(0, rows, 1, 2).select(slow("id").alias("id"))
+        try:
+            lakesink.create_table_as(df, table_path, via="fast" if name == "a" else "native")
+            outcomes[name] = "created"
+        except TableAlreadyExistsError:
+            outcomes[name] = "exists"
+
+    threads = [threading.Thread(target=create, args=("a", 40)), threading.Thread(target=create, args=("b", 60))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert sorted(outcomes.values()) == ["created", "exists"]
+    winner = "a" if outcomes["a"] == "created" else "b"
+    assert sorted(read_table(table_path).column("id").to_pylist()) == list(range(40 if winner == "a" else 60))
+    assert _db_entries(table_path) == ["t"]  # the loser's staged table is gone

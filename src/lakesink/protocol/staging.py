@@ -53,11 +53,11 @@ class Terminated(BaseException):
 
 def run_staged(staged: StagedTable, job: Callable[[], T]) -> T | None:
     """The job status hook: begin → job → commit, or abort on any failure or cancellation."""
-    staged.begin()
-    if staged.skipped:
-        return None
     restore = _raise_on_sigterm()
     try:
+        staged.begin()
+        if staged.skipped:
+            return None
         result = job()
         staged.commit()
         return result

@@ -9,6 +9,7 @@ from ..paimon.staged import PaimonStagedTable
 from ..protocol import CommitReport
 from ..protocol.staging import Terminated, run_staged
 from .fastpath import write as fast_write
+from .session import activate
 
 ATOMICITY_OPTION = "ctas.atomicity-enabled"
 
@@ -59,6 +60,7 @@ def _run(df, path, partition_by, options, replace, if_not_exists, via):
 def _write(df, path, partition_by, options, mode, via):
     if via == "fast":
         return fast_write(df, path, mode, partition_by=partition_by, options=options)
+    activate(df.sparkSession)  # this may run in a thread of the caller's
     writer = df.write.format("paimon").mode(mode)
     if partition_by:
         writer = writer.option("partition", ",".join(partition_by))

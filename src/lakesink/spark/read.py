@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from ..errors import ConfigurationError
 from ..paimon import scan
 from ..paimon.scan import Filter
+from .session import activate
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ def plan(path: str, *, snapshot: int | None = None, tag: str | None = None, time
 
 
 def _native(spark, path: str, snapshot):
+    activate(spark)  # callers may be in a thread of their own
     reader = spark.read.format("paimon")
     if snapshot is not None:
         reader = reader.option("scan.snapshot-id", str(snapshot.id))
@@ -84,6 +86,7 @@ def read_stream(spark, path: str, *, consumer_id: str | None = None, starting="l
 
     >>> sdf = lakesink.read_stream(spark, "/data/wh/db.db/bronze", consumer_id="silver")   # doctest: +SKIP
     """
+    activate(spark)
     reader = spark.readStream.format("paimon")
     for key, value in stream_options(starting, consumer_id, read_overwrite).items():
         reader = reader.option(key, value)

@@ -37,7 +37,23 @@ def session(app_name: str = "lakesink", master: str | None = None, conf: dict | 
 
 
 def register(spark) -> None:
-    """Register the `paimon` Python data source on an existing session."""
+    """Register the `paimon` Python data source on an existing session.
+
+    Also call it in each new Python thread that uses `format("paimon")`: see `activate`.
+    """
     from .datasource import PaimonDataSource
 
     spark.dataSource.register(PaimonDataSource)
+    activate(spark)
+
+
+def activate(spark) -> None:
+    """Make `spark` the JVM's active session for the calling thread.
+
+    Spark looks Python data sources up in the active session of the JVM thread
+    running the call; a new Python thread gets a JVM thread without one, and
+    `format("paimon")` then fails with DATA_SOURCE_NOT_FOUND (seen on Spark 4.3).
+    """
+    jvm = getattr(spark, "_jvm", None)  # None on Spark Connect, where this does not apply
+    if jvm is not None:
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
