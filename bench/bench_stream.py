@@ -58,6 +58,11 @@ def run(spark, seconds: float = 60, rows_per_second: int = 20_000) -> dict:
         for name, start in sinks.items():
             query, durations = _run_query(start, seconds)
             commit_ms = []
+            table_dir = f"{root}/wh/db.db/native"
+            if name.startswith("format(paimon)"):
+                # Its commits run in Spark's Python workers: take the durations the snapshots record.
+                history = lakesink.history(table_dir).to_pydict()
+                commit_ms = [d for d in history["commit_duration_ms"] if d is not None]
             handler = getattr(query, "lakesink_sink", None)
             if handler is not None:
                 if handler.pipeline is not None:
@@ -78,5 +83,5 @@ def run(spark, seconds: float = 60, rows_per_second: int = 20_000) -> dict:
         r["vs_parquet"] = r["mean_batch_ms"] / base
         print(f"  {name:<28}{r['batches']:>8}{r['mean_batch_ms']:>15.0f}{r['vs_parquet']:>11.2f}x"
               f"{r['commit_p50_ms']:>12.1f}{r['commit_p99_ms']:>9.1f}")
-    print("  target: fast path <= 1.15x the Parquet sink")
+    print("  target: fast path <= 1.15x the Parquet sink (format(paimon) commit time: publication only, from history)")
     return results
