@@ -17,6 +17,7 @@ def main(path: str) -> None:
     df = spark.range(10).selectExpr("id", "cast(id % 2 as string) as p")
     df.write.format("paimon").mode("append").option("partition", "p").save(path)
     df.where("id < 3").write.format("paimon").mode("append").save(path)
+    lakesink.write(df, path)  # the fast path: the Connect server's JVM writes the Parquet
     print("COUNT", spark.read.format("paimon").load(path).count(), flush=True)
     spark.stop()
 

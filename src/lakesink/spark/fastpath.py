@@ -58,7 +58,8 @@ def write_staged(df, job: BatchWrite) -> None:
     hidden = [_HIDDEN.format(i) for i in range(len(keys))]
     for key, column in zip(keys, hidden):
         out = out.withColumn(column, out[key])
-    writer = out.write.mode("errorifexists").option("compression", job.compression)
+    # "error", not "errorifexists": Spark Connect knows only the former.
+    writer = out.write.mode("error").option("compression", job.compression)
     if hidden:
         writer = writer.partitionBy(*hidden)
     _ensure_micros_timestamps(df.sparkSession)
