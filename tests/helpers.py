@@ -59,3 +59,19 @@ def leftover_files(path: str) -> set[str]:
     if not os.path.exists(os.path.join(str(path), "snapshot")):
         return data_files_on_disk(path)
     return data_files_on_disk(path) - referenced_data_files(path)
+
+
+PATHS = ["fast", "native"]
+
+
+def write(df, path: str, path_kind: str, mode: str = "append", **options) -> None:
+    """One job on the chosen write path ("fast" or "native"); options by their writer names."""
+    import lakesink
+
+    if path_kind == "fast":
+        lakesink.write(df, path, mode=mode, options=options)
+    else:
+        writer = df.write.format("paimon").mode(mode)
+        for key, value in options.items():
+            writer = writer.option(key, value)
+        writer.save(path)

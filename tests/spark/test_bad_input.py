@@ -8,21 +8,11 @@ import pyarrow as pa
 import pytest
 
 import lakesink
-from tests.helpers import latest_snapshot_id
+from tests.helpers import PATHS, write, latest_snapshot_id
 
 pytestmark = pytest.mark.spark
 
-PATHS = ["fast", "native"]
 
-
-def write(df, path: str, path_kind: str, mode: str = "append", **options) -> None:
-    if path_kind == "fast":
-        lakesink.write(df, path, mode=mode, options=options)
-    else:
-        writer = df.write.format("paimon").mode(mode)
-        for key, value in options.items():
-            writer = writer.option(key, value)
-        writer.save(path)
 
 
 def all_files(path: str) -> set[str]:

@@ -19,22 +19,12 @@ import pytest
 
 import lakesink
 from lakesink.errors import CommitFailedError
-from tests.helpers import data_files_on_disk, latest_snapshot_id, leftover_files, read_table
+from tests.helpers import PATHS, write, data_files_on_disk, latest_snapshot_id, leftover_files, read_table
 
 pytestmark = pytest.mark.spark
 
-PATHS = ["fast", "native"]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-
-def write(df, path: str, path_kind: str, mode: str = "append", **options) -> None:
-    if path_kind == "fast":
-        lakesink.write(df, path, mode=mode, options=options)
-    else:
-        writer = df.write.format("paimon").mode(mode)
-        for key, value in options.items():
-            writer = writer.option(key, value)
-        writer.save(path)
 
 
 def seed(spark, path: str) -> None:

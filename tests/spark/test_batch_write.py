@@ -11,22 +11,11 @@ import time
 import pytest
 
 import lakesink
-from tests.helpers import latest_snapshot_id, leftover_files, read_table, snapshots
+from tests.helpers import PATHS, write, latest_snapshot_id, leftover_files, read_table, snapshots
 
 pytestmark = pytest.mark.spark
 
-PATHS = ["fast", "native"]
 
-
-def write(df, path: str, path_kind: str, mode: str = "append", **options) -> None:
-    """One job on the chosen path; options by their writer names."""
-    if path_kind == "fast":
-        lakesink.write(df, path, mode=mode, options=options)
-    else:
-        writer = df.write.format("paimon").mode(mode)
-        for key, value in options.items():
-            writer = writer.option(key, value)
-        writer.save(path)
 
 
 def ids(path: str) -> list[int]:

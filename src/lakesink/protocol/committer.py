@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from typing import Generic
 
 from ..errors import CommitFailedError, CommitStateUnknownError, RestoreError
-from . import crashpoints
 from .state import PendingCheckpoint, PendingStore
 from .target import C, CommitReport, CommitTarget, Overwrite
 
