@@ -2,10 +2,14 @@
 
     python -m tests.crash.driver --path TABLE --checkpoint CHK --source SRCDIR \
         --mode native|fast --commit sync|pipelined [--fail-first-attempt 0.5]
+    python -m tests.crash.driver --path TABLE --checkpoint CHK --source-table TABLE_A \
+        [--consumer-id ID] --mode ...
 
 It reads a replayable source (a directory of Parquet files, one file per
-micro-batch), writes it into the Paimon table at TABLE through the chosen path,
-and exits 0 once every source file is committed. Anything else (a failed query,
+micro-batch; or, with `--source-table`, a Paimon table A through
+`spark.readStream.format("paimon")` from its earliest snapshot: a chain
+A -> query -> TABLE), writes it into the Paimon table at TABLE through the
+chosen path, and exits 0 once it has caught up with the source. Anything else (a failed query,
 an error at start) exits 1 with the error on stderr. The harness kills it with
 SIGKILL (`protocol.crashpoints` or a timer) and starts it again on the same
 checkpoint.
@@ -34,7 +38,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tests.crash.driver")
     parser.add_argument("--path", required=True, help="Paimon table directory")
     parser.add_argument("--checkpoint", required=True)
-    parser.add_argument("--source", required=True, help="directory of Parquet files with SOURCE_SCHEMA")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--source", help="directory of Parquet files with SOURCE_SCHEMA")
+    source.add_argument("--source-table", help="Paimon append table with SOURCE_SCHEMA, streamed from earliest")
+    parser.add_argument("--consumer-id", default=None, help="with --source-table: record progress in table A")
     parser.add_argument("--mode", choices=("native", "fast"), required=True)
     parser.add_argument("--commit", choices=("sync", "pipelined"), default="sync")
     parser.add_argument("--fail-first-attempt", type=float, default=0.0, metavar="FRACTION",
@@ -72,8 +79,14 @@ def build_stream(spark, args):
     from pyspark.sql.pandas.types import from_arrow_schema
 
     schema = from_arrow_schema(SOURCE_SCHEMA)
-    df = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(args.source)
-          .repartition(WRITER_PARTITIONS, "id"))
+    if args.source_table:
+        reader = spark.readStream.format("paimon").option("scan.mode", "earliest")
+        if args.consumer_id:
+            reader = reader.option("consumer-id", args.consumer_id)
+        df = reader.load(args.source_table)
+    else:
+        df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(args.source)
+    df = df.repartition(WRITER_PARTITIONS, "id")
     if args.fail_first_attempt > 0 or args.fail_always_partition is not None:
         df = df.mapInArrow(failure_injector(args.fail_first_attempt, args.fail_always_partition), schema)
     return df

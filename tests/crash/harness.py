@@ -108,9 +108,12 @@ def _sorted_rows(table: pa.Table) -> list[tuple]:
 
 
 class Case:
-    def __init__(self, workdir: Path, mode: str, commit: str = "sync"):
+    def __init__(self, workdir: Path, mode: str, commit: str = "sync", source_table: str | None = None,
+                 consumer_id: str | None = None):
         self.workdir = Path(workdir)
         self.mode, self.commit = mode, commit
+        # A Paimon table to stream from instead of the Parquet directory (a chain A -> query -> table).
+        self.source_table, self.consumer_id = source_table, consumer_id
         self.source = self.workdir / "source"
         self.table = str(self.workdir / "warehouse" / "db.db" / "t")
         self.checkpoint = str(self.workdir / "checkpoint")
@@ -120,8 +123,11 @@ class Case:
         self.runs: list[RunResult] = []
 
     def command(self, fail_first_attempt: float = 0.0, fail_always_partition: int | None = None) -> list[str]:
+        source = ["--source-table", self.source_table] if self.source_table else ["--source", str(self.source)]
+        if self.consumer_id:
+            source += ["--consumer-id", self.consumer_id]
         cmd = [sys.executable, "-m", "tests.crash.driver", "--path", self.table, "--checkpoint",
-               self.checkpoint, "--source", str(self.source), "--mode", self.mode, "--commit", self.commit]
+               self.checkpoint, *source, "--mode", self.mode, "--commit", self.commit]
         if fail_first_attempt:
             cmd += ["--fail-first-attempt", str(fail_first_attempt)]
         if fail_always_partition is not None:

@@ -18,6 +18,9 @@ Engine-neutral: the Spark binding turns the result into a DataFrame.
     delivers the rows the overwrite added (and still retracts nothing), so a
     downstream copy then holds the old and the new rows.
   - ANALYZE and other metadata-only kinds add no files.
+* `record_consumer` — a streaming reader's progress in Paimon's consumer file,
+  replaced atomically (pypaimon rewrites it in place: a kill mid-write would
+  leave a torn file that breaks expiry and the next query with that consumer).
 * `Filter` — simple column predicates (`("dt", "=", "2024-01-01")`) used for
   pruning only: callers always evaluate the full filter on the rows too, so a
   file kept by mistake costs time, never correctness.
@@ -27,6 +30,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -39,6 +44,7 @@ from pypaimon.snapshot.snapshot import Snapshot
 from pypaimon.table.file_store_table import FileStoreTable
 
 from ..errors import ConfigurationError, LakesinkError, UnsupportedTableError
+from .publish import _local_path
 from .tables import open_table
 
 log = logging.getLogger(__name__)
@@ -319,6 +325,42 @@ def plan_added(table: FileStoreTable, after: int, up_to: int, read_overwrite: bo
                               is_streaming=snapshot.commit_kind == "APPEND")
         splits.extend(scanner.scan().splits())
     return splits
+
+
+def consumer_file(table: FileStoreTable, consumer_id: str) -> str:
+    """Paimon's consumer file of `consumer_id` (main branch): `{"nextSnapshot": n}`."""
+    return f"{str(table.table_path).rstrip('/')}/consumer/consumer-{consumer_id}"
+
+
+def record_consumer(table: FileStoreTable, consumer_id: str, next_snapshot: int) -> None:
+    """Record that a consumer has read every snapshot before `next_snapshot`.
+
+    Readers (expiry, a new query with this consumer id) see the old or the new
+    file, never a torn one: on local file systems the new text goes to a hidden
+    temporary file (not named `consumer-*`, so never mistaken for a consumer) that
+    replaces the old one; an object-store PUT is whole or nothing by itself.
+    """
+    from pypaimon.consumer.consumer import Consumer
+
+    path = consumer_file(table, consumer_id)
+    content = Consumer(next_snapshot).to_json()
+    local = _local_path(path)
+    if local is None:
+        table.file_io.overwrite_file_utf8(path, content)
+        return
+    directory, name = os.path.split(local)
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as out:
+            out.write(content)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, local)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def check_streamable(table: FileStoreTable) -> None:

@@ -185,7 +185,6 @@ def pruning_filters(term) -> list:
 
 def read_splits(path: str, serialized: list, expected_schema, terms: list):
     """Yield Arrow record batches of `serialized` splits, filtered by `terms`, as `expected_schema`."""
-    import pyarrow as pa
     import pyarrow.compute as pc
     from pypaimon.read.split_serializer import deserialize_split_v1
 
@@ -431,9 +430,9 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _record_consumer(self, read_up_to: int) -> None:
         if self.consumer_id is None or read_up_to == self.recorded:
             return
-        from pypaimon.consumer.consumer import Consumer
+        from ..paimon import scan
 
-        _consumers(self._table()).reset_consumer(self.consumer_id, Consumer(read_up_to + 1))
+        scan.record_consumer(self._table(), self.consumer_id, read_up_to + 1)
         self.recorded = read_up_to
 
     def stop(self) -> None:
