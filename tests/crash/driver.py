@@ -49,6 +49,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--fail-always-partition", type=int, default=None, metavar="P",
                         help="writer partition P raises in every attempt (its batch is aborted)")
     parser.add_argument("--timeout", type=float, default=600.0, help="give up after this many seconds")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra writer option (repeatable), e.g. aggregator.enabled=true")
     return parser.parse_args(argv)
 
 
@@ -106,13 +108,17 @@ def run(args) -> int:
     print(READY, flush=True)
     df = build_stream(spark, args)
     handler = None
+    extra = dict(item.split("=", 1) for item in args.option)
     if args.mode == "fast":
         query = lakesink.stream(df, args.path, checkpoint=args.checkpoint, trigger="availableNow",
-                                commit_mode=args.commit, partition_by=["grp"])
+                                commit_mode=args.commit, partition_by=["grp"], options=extra)
         handler = query.lakesink_sink
     else:
-        query = (df.writeStream.format("paimon").option("checkpointLocation", args.checkpoint)
-                 .option("partition", "grp").trigger(availableNow=True).start(args.path))
+        writer = (df.writeStream.format("paimon").option("checkpointLocation", args.checkpoint)
+                  .option("partition", "grp"))
+        for key, value in extra.items():
+            writer = writer.option(key, value)
+        query = writer.trigger(availableNow=True).start(args.path)
     finished = query.awaitTermination(args.timeout)
     if not finished:
         query.stop()

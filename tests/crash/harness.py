@@ -109,8 +109,9 @@ def _sorted_rows(table: pa.Table) -> list[tuple]:
 
 class Case:
     def __init__(self, workdir: Path, mode: str, commit: str = "sync", source_table: str | None = None,
-                 consumer_id: str | None = None):
+                 consumer_id: str | None = None, options: dict | None = None):
         self.workdir = Path(workdir)
+        self.options = dict(options or {})  # extra writer options, e.g. the aggregator
         self.mode, self.commit = mode, commit
         # A Paimon table to stream from instead of the Parquet directory (a chain A -> query -> table).
         self.source_table, self.consumer_id = source_table, consumer_id
@@ -128,6 +129,8 @@ class Case:
             source += ["--consumer-id", self.consumer_id]
         cmd = [sys.executable, "-m", "tests.crash.driver", "--path", self.table, "--checkpoint",
                self.checkpoint, *source, "--mode", self.mode, "--commit", self.commit]
+        for key, value in self.options.items():
+            cmd += ["--option", f"{key}={value}"]
         if fail_first_attempt:
             cmd += ["--fail-first-attempt", str(fail_first_attempt)]
         if fail_always_partition is not None:
