@@ -5,7 +5,8 @@
 1. batch: writes an `orders` table with the fast path (Spark writes the Parquet),
    appends more with `df.write.format("paimon")`, overwrites one partition;
 2. streaming: a file stream into `orders_stream`, exactly once, via both paths;
-3. shows the snapshots and reads everything back with pypaimon.
+3. shows the snapshots and history, reads back with pypaimon and `lakesink.read`
+   (partition pruning, time travel).
 """
 
 from __future__ import annotations
@@ -91,8 +92,14 @@ def main(argv=None) -> int:
         _show_snapshots(console, f"{wh}/shop.db/{name}")
     shutil.rmtree(src, ignore_errors=True)
 
+    console.rule("read back")
     _, data = _read(orders)
-    console.print(f"[bold]read back with pypaimon:[/bold] {data.num_rows} rows in {orders}")
+    console.print(f"[bold]pypaimon:[/bold] {data.num_rows} rows in {orders}")
+    one_day = lakesink.read(spark, orders, filter="dt = date'2026-11-02'")
+    console.print(f"[bold]lakesink.read[/bold] (pruned to one partition): {one_day.count()} rows; "
+                  f"time travel to snapshot 1: {lakesink.read(spark, orders, snapshot=1).count()} rows")
+    history = lakesink.history(orders).select(["snapshot_id", "commit_kind", "rows_added", "commit_duration_ms"])
+    console.print("[bold]lakesink.history[/bold]:", history.to_pylist())
     spark.stop()
     return 0
 
