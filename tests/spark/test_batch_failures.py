@@ -57,21 +57,28 @@ def test_a_task_failing_past_its_retries_fails_the_job_and_leaves_nothing(spark,
     assert_unchanged(table_path)
 
 
-def _slow_partition_1(batches):
-    from pyspark import TaskContext
-    for batch in batches:
-        yield batch
-    if TaskContext.get().partitionId() == 1:
-        deadline = time.time() + 60
-        while time.time() < deadline:  # until the job is cancelled
-            time.sleep(0.1)
+def _slow_partition_1(table: str):
+    """mapInArrow body: partition 1 holds its task until the job was cancelled and its
+    staging directory removed (Spark does not stop a sleeping Python worker), then ends
+    like a zombie task would, trying to write after the abort."""
+    def run(batches):
+        from pyspark import TaskContext
+        yield from batches
+        if TaskContext.get().partitionId() == 1:
+            started = time.time()
+            while time.time() - started < 60:
+                if time.time() - started > 5 and not glob.glob(f"{table}/_lakesink/staging/*"):
+                    break
+                time.sleep(0.1)
+    return run
 
 
 @pytest.mark.parametrize("path_kind", PATHS)
 def test_a_cancelled_job_leaves_nothing(spark, table_path, path_kind):
     seed(spark, table_path)
     before = data_files_on_disk(table_path)
-    df = spark.range(0, 2000, 1, 2).selectExpr("id", "'b' as p").mapInArrow(_slow_partition_1, "id long, p string")
+    df = (spark.range(0, 2000, 1, 2).selectExpr("id", "'b' as p")
+          .mapInArrow(_slow_partition_1(table_path), "id long, p string"))
 
     def cancel_once_files_appear():
         deadline = time.time() + 60
@@ -86,6 +93,7 @@ def test_a_cancelled_job_leaves_nothing(spark, table_path, path_kind):
             write(df, table_path, path_kind)
     finally:
         canceller.join()
+    time.sleep(6)  # the held task ends ~5 s after the abort and tries to write: it must not leave files
     assert_unchanged(table_path)
 
 

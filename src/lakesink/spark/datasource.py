@@ -97,8 +97,10 @@ class PaimonBatchWriter(DataSourceArrowWriter):
         self.job = BatchWrite.plan(path, spark_to_arrow(schema), opts,
                                    "overwrite" if overwrite else "append", PATH_NAME)
         self.spec = TaskSpec(self.job.staging_dir, self.job.layout, self.job.compression,
-                             _target_file_size(opts), opts.fs_options or None)
+                             _target_file_size(opts), opts.fs_options or None, create_dir=False)
         self.skip = self.job.already_committed()
+        if not self.skip:
+            self.job.target.file_io.check_or_mkdirs(self.job.staging_dir)
 
     def write(self, iterator):
         if self.skip:

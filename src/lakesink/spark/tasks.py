@@ -28,6 +28,9 @@ class TaskSpec:
     compression: str = "snappy"
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE
     fs_options: dict | None = None  # to reach object stores (fs.s3.endpoint, ...)
+    # Batch jobs: the driver creates the staging directory and abort removes it, so a
+    # task still running after an abort (a zombie of a cancelled job) must not recreate it.
+    create_dir: bool = True
 
 
 @dataclass
@@ -58,7 +61,10 @@ class StagingWriter:
     def __post_init__(self):
         self.schema = self.spec.layout.arrow_schema()
         self.file_io = tables.file_io_for(self.spec.staging_dir, self.spec.fs_options)
-        self.file_io.check_or_mkdirs(self.spec.staging_dir)
+        if self.spec.create_dir:
+            self.file_io.check_or_mkdirs(self.spec.staging_dir)
+        elif not self.file_io.exists(self.spec.staging_dir):
+            raise RuntimeError(f"staging directory {self.spec.staging_dir} is gone: the job was aborted")
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         data = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
@@ -80,6 +86,8 @@ class StagingWriter:
 
     def _new_file(self, partition: tuple) -> _OpenFile:
         path = f"{self.spec.staging_dir}/{self.prefix}-{uuid.uuid4().hex}.parquet"
+        if not self.spec.create_dir and not self.file_io.exists(self.spec.staging_dir):
+            raise RuntimeError(f"staging directory {self.spec.staging_dir} is gone: the job was aborted")
         stream = self.file_io.new_output_stream(path)
         writer = pq.ParquetWriter(stream, self.schema, compression=self.spec.compression,
                                   use_deprecated_int96_timestamps=False, coerce_timestamps="us")
