@@ -6,6 +6,10 @@ import os
 
 import pytest
 
+# Pipelined format("paimon") queries leave a committer process per checkpoint idling
+# after their last batch (60 s by default): keep test runs from piling them up.
+os.environ.setdefault("LAKESINK_COMMITTER_IDLE_SECONDS", "5")
+
 
 @pytest.fixture(scope="session")
 def spark():

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from .errors import (CheckpointMismatchError, CommitFailedError, CommitStateUnknownError,
+from .errors import (BackgroundCommitError, CheckpointMismatchError, CommitFailedError, CommitStateUnknownError,
                      ConfigurationError, LakesinkError, NotAPaimonTableError, RestoreError,
                      SchemaMismatchError, UnsupportedTableError)
 from .protocol import CommitReport
@@ -37,6 +37,17 @@ def write(df, path: str, mode: str = "append", **kwargs) -> CommitReport:
 def stream(df, path: str, checkpoint: str, trigger: str | None = None, **kwargs):
     from .spark.streaming import stream as _stream
     return _stream(df, path, checkpoint, trigger, **kwargs)
+
+
+def await_commits(checkpoint: str, timeout: float = 120.0) -> None:
+    """Wait until a pipelined `format("paimon")` query's accepted batches are committed.
+
+    In pipelined mode a micro-batch is committed in the background after Spark
+    has recorded it; call this after `query.stop()` / `awaitTermination()` to
+    read your own writes. Raises a background commit failure.
+    """
+    from .paimon.committer_service import await_commits as _await
+    _await(checkpoint, timeout)
 
 
 def create_table_as(df, path: str, **kwargs):
@@ -84,7 +95,7 @@ def history(path: str, **kwargs):
 write.__doc__ = "Write a DataFrame into a Paimon table as one snapshot (fast path). See spark.fastpath.write."
 stream.__doc__ = "Start an exactly-once streaming query into a Paimon table. See spark.streaming.stream."
 
-__all__ = ["session", "register", "write", "stream", "read", "read_stream", "history", "compact",
+__all__ = ["session", "register", "write", "stream", "await_commits", "read", "read_stream", "history", "compact",
            "create_table_as", "replace_table_as", "clean_staging", "CommitReport", "LakesinkError", "ConfigurationError",
            "SchemaMismatchError", "UnsupportedTableError", "NotAPaimonTableError", "CommitFailedError",
-           "CommitStateUnknownError", "RestoreError", "CheckpointMismatchError"]
+           "CommitStateUnknownError", "RestoreError", "CheckpointMismatchError", "BackgroundCommitError"]

@@ -73,6 +73,12 @@ class RestoreError(LakesinkError):
     """Durable state could not be restored (e.g. its data files are gone)."""
 
 
+class BackgroundCommitError(LakesinkError):
+    """A pipelined (background) commit failed; its batch stays pending and is retried on restart."""
+
+    retryable = True
+
+
 class CheckpointMismatchError(LakesinkError):
     """A checkpoint belongs to another table or another sink."""
 

@@ -115,7 +115,7 @@ def run(args) -> int:
         handler = query.lakesink_sink
     else:
         writer = (df.writeStream.format("paimon").option("checkpointLocation", args.checkpoint)
-                  .option("partition", "grp"))
+                  .option("partition", "grp").option("commit.mode", args.commit))
         for key, value in extra.items():
             writer = writer.option(key, value)
         query = writer.trigger(availableNow=True).start(args.path)
@@ -129,6 +129,8 @@ def run(args) -> int:
         return 1
     if handler is not None:
         handler.close()  # pipelined: commits still running in the background
+    elif args.commit == "pipelined":
+        lakesink.await_commits(args.checkpoint)  # the native path's background committer
     spark.stop()
     print("lakesink-driver: caught up", flush=True)
     return 0

@@ -33,6 +33,7 @@ OTHER_WRITER_SNAPSHOTS = 3
 CHAINS = {
     ("native", "sync"): ["files-placed@2", "before-snapshot@2", "after-snapshot@2", "tasks-done@2",
                          "during-abort@1"],
+    ("native", "pipelined"): ["accepted@2", "files-placed@2", "after-snapshot@2", "during-abort@1"],
     ("fast", "sync"): ["files-placed@2", "before-snapshot@2", "after-snapshot@2", "tasks-done@2"],
     ("fast", "pipelined"): ["accepted@2", "files-placed@2", "before-snapshot@2", "after-snapshot@2",
                             "tasks-done@2"],

@@ -33,10 +33,13 @@ def source_stream(spark, directory, schema=SOURCE_SCHEMA):
 
 def start(spark, mode: str, source, table: str, checkpoint: str | None, options: dict | None = None,
           df=None, output_mode: str = "append"):
-    """Start a query writing `source` through `mode` ('native', 'fast', 'fast-pipelined')."""
+    """Start a query writing `source` through `mode` ('native', 'native-pipelined', 'fast',
+    'fast-pipelined')."""
     df = source_stream(spark, source) if df is None else df
     options = dict(options or {})
-    if mode == "native":
+    if mode == "native-pipelined":
+        options["commit.mode"] = "pipelined"
+    if mode.startswith("native"):
         writer = df.writeStream.format("paimon").outputMode(output_mode).trigger(availableNow=True)
         if checkpoint is not None:
             writer = writer.option("checkpointLocation", checkpoint)
@@ -56,6 +59,8 @@ def run(spark, mode: str, source, table: str, checkpoint: str, options: dict | N
     handler = getattr(query, "lakesink_sink", None)
     if handler is not None:
         handler.close()
+    if mode == "native-pipelined":
+        lakesink.await_commits(checkpoint)
 
 
 def failure_of(query) -> str:
@@ -92,7 +97,7 @@ def paths(tmp_path):
     return tmp_path / "source", str(tmp_path / "wh" / "db.db" / "t"), str(tmp_path / "chk")
 
 
-@pytest.mark.parametrize("mode", ["native", "fast"])
+@pytest.mark.parametrize("mode", ["native", "native-pipelined", "fast"])
 def test_each_micro_batch_is_one_snapshot_whose_identifier_is_the_batch_id_and_empty_batches_make_none(
         spark, paths, mode):
     source, table, chk = paths
@@ -139,7 +144,7 @@ def test_the_commit_user_comes_from_the_query_id_and_survives_a_restart(spark, p
     assert_exactly_once(table, source)
 
 
-@pytest.mark.parametrize("mode", ["native", "fast", "fast-pipelined"])
+@pytest.mark.parametrize("mode", ["native", "native-pipelined", "fast", "fast-pipelined"])
 def test_a_batch_replayed_after_its_snapshot_landed_is_skipped_and_its_files_removed(spark, paths, mode):
     """The driver died after the snapshot but before Spark's commit log: Spark runs the batch again.
 

@@ -9,6 +9,12 @@ State lives in `<checkpoint>/lakesink/`:
   fails at start.
 * `pending-<batch>.json`: committables accepted but not yet committed
   (see `protocol.state`), committed by `restore()` before any new batch.
+* `committer-error.json`: a failed background commit (pipelined), raised by
+  the next batch (see `committer_service`).
+
+Pending batches are committed by one process at a time per checkpoint and
+host (`committer_service.CheckpointLock`): the synchronous restore, or the
+pipelined mode's background committer.
 
 Each micro-batch is one checkpoint: identifier = the engine's batch id.
 """
@@ -26,7 +32,7 @@ import pyarrow as pa
 from ..errors import (CheckpointMismatchError, CommitStateUnknownError, ConfigurationError,
                       CorruptStateError)
 from ..options import WriteOptions
-from ..protocol import Committer, CommitReport, PendingStore, StateStore
+from ..protocol import Committer, CommitReport, PendingStore, StateStore, crashpoints
 from ..protocol.state import filesystem_for
 from .datafiles import StagedFile, TableLayout
 from .sink import prepare_target
@@ -116,8 +122,18 @@ class StreamSink:
 
     def restore(self) -> list[CommitReport]:
         """Commit what a dead driver accepted; before any new batch runs."""
+        from .committer_service import IDLE_SECONDS, CheckpointLock, ask_to_stop
         if self.commit_user is None:
             return []  # never bound: nothing can be pending
+        lock = CheckpointLock(self.checkpoint)
+        if lock.is_held_elsewhere():
+            ask_to_stop(self.checkpoint)  # a pipelined run's committer, idling: we take over
+        with lock.held(IDLE_SECONDS + 30, "restoring pending batches"):
+            return self.restore_holding_lock()
+
+    def restore_holding_lock(self) -> list[CommitReport]:
+        if self.commit_user is None:
+            return []
         reports = self.committer().restore()
         for r in reports:
             log.info("restored pending batch %s of %s: snapshot %s", r.identifier, self.commit_user, r.snapshot_id)
@@ -141,7 +157,33 @@ class StreamSink:
         self.remove_staging(batch_id)
         return report
 
+    def accept_batch(self, batch_id: int, files: Sequence[StagedFile]) -> str:
+        """Pipelined: make the batch durable for the background committer; it is acknowledged
+        to the engine as soon as this returns. Returns what happened: accepted, skipped
+        (a replay of a batch in the table) or already-accepted (a replay of a batch a dead
+        driver accepted: that attempt's files are committed, this one's go)."""
+        from .committer_service import raise_recorded_error
+        raise_recorded_error(self.store)
+        committer = self.committer()
+        if committer.is_committed(batch_id):
+            self.commit_batch(batch_id, files)  # skipped as a replay, its files removed
+            return "skipped"
+        earlier = committer.pending.get(batch_id)
+        if earlier is not None and not committer.target.missing_files(
+                [committer.target.decode(c) for c in earlier.committables]):
+            committer.target.discard(files, include_placed=False)
+            return "already-accepted"
+        # (An earlier attempt whose files are gone is replaced by this one: same batch, same rows.)
+        committer.accept(batch_id, files, None, {"lakesink.batch-id": str(batch_id)}, acknowledged=True)
+        crashpoints.reached("accepted")
+        return "accepted"
+
     def abort_batch(self, batch_id: int, files: Sequence[StagedFile]) -> None:
+        if PendingStore(self.store).get(batch_id) is not None:
+            # Another attempt of this batch was accepted (pipelined) and is being committed
+            # from the same staging directory: remove only this attempt's files.
+            self.target.discard(files, include_placed=False)
+            return
         try:
             self.committer().abort(files, batch_id)
         finally:

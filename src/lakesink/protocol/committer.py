@@ -12,6 +12,9 @@ Engine-neutral. The rules, after Flink's committer and Paimon's commit user:
   ask the target whether the identity landed. Landed: success. Not landed:
   discard the files and raise `CommitFailedError`. Cannot tell: keep every
   file and the pending state, raise `CommitStateUnknownError`.
+* Once a checkpoint was acknowledged to the engine before its commit
+  (pipelined), the engine will not replay it: a failed commit then keeps the
+  files and the pending state, and `restore()` retries it; nothing is lost.
 """
 
 from __future__ import annotations
@@ -41,13 +44,18 @@ class Committer(Generic[C]):
 
     def accept(self, identifier: int, committables: Sequence[C],
                overwrite: Overwrite | None = None,
-               properties: dict[str, str] | None = None) -> PendingCheckpoint | None:
-        """Durably record committables before committing them (no-op without a store)."""
+               properties: dict[str, str] | None = None,
+               acknowledged: bool = False) -> PendingCheckpoint | None:
+        """Durably record committables before committing them (no-op without a store).
+
+        `acknowledged=True`: the caller tells the engine the checkpoint is done as
+        soon as this returns (pipelined), so its commit must never give it up.
+        """
         if self.pending is None:
             return None
         record = PendingCheckpoint(self.commit_user, identifier,
                                    [self.target.encode(c) for c in committables],
-                                   overwrite, dict(properties or {}))
+                                   overwrite, dict(properties or {}), acknowledged)
         self.pending.put(record)
         return record
 
@@ -66,15 +74,23 @@ class Committer(Generic[C]):
                                 duration_ms=(time.perf_counter() - started) * 1000)
         if not already_accepted:
             self.accept(identifier, committables, overwrite, properties)
-        report = self._commit_once(identifier, committables, overwrite, properties)
+        report = self._commit_once(identifier, committables, overwrite, properties,
+                                   keep_on_failure=already_accepted)
         self._forget(identifier)
         report.duration_ms = (time.perf_counter() - started) * 1000
         return report
 
-    def _commit_once(self, identifier, committables, overwrite, properties) -> CommitReport:
+    def _commit_once(self, identifier, committables, overwrite, properties,
+                     keep_on_failure: bool = False) -> CommitReport:
+        """One commit attempt; `keep_on_failure`: an acknowledged checkpoint keeps its files."""
         try:
             return self.target.commit(self.commit_user, identifier, committables, overwrite, properties)
-        except CommitFailedError:
+        except CommitFailedError as exc:
+            if keep_on_failure:
+                raise CommitFailedError(
+                    f"{exc} Checkpoint {identifier} was already acknowledged to the engine: its files "
+                    "and pending state are kept, and the commit is retried when the query restarts."
+                ) from exc
             self.target.discard(committables)
             self._forget(identifier)
             raise
@@ -90,6 +106,12 @@ class Committer(Generic[C]):
             if landed:
                 log.warning("commit %s raised %r but landed; treating as success", identifier, exc)
                 return CommitReport(self.commit_user, identifier, extra={"recovered_from": repr(exc)})
+            if keep_on_failure:
+                raise CommitFailedError(
+                    f"Commit {identifier} of {self.commit_user} failed and did not land: {exc}. It was "
+                    "already acknowledged to the engine: its files and pending state are kept, and the "
+                    "commit is retried when the query restarts."
+                ) from exc
             self.target.discard(committables)
             self._forget(identifier)
             raise CommitFailedError(
@@ -121,6 +143,9 @@ class Committer(Generic[C]):
                 )
             committables = [self.target.decode(c) for c in record.committables]
             if self.is_committed(record.identifier):
+                # Landed before the crash, or a replay accepted after the original landed:
+                # only files that never made it into the table go.
+                self.target.discard(committables, include_placed=False)
                 self.pending.remove(record.identifier)
                 continue
             missing = self.target.missing_files(committables)
@@ -131,7 +156,8 @@ class Committer(Generic[C]):
                     f"{len(missing)} of its data files no longer exist ({shown}). The checkpoint is "
                     "older than the files it refers to; start from a new checkpoint location."
                 )
-            report = self._commit_once(record.identifier, committables, record.overwrite, record.properties)
+            report = self._commit_once(record.identifier, committables, record.overwrite, record.properties,
+                                       keep_on_failure=record.acknowledged)
             report.restored = True
             self.pending.remove(record.identifier)
             reports.append(report)

@@ -385,8 +385,8 @@ class CoordinatedCommitter(Committer):
         super().__init__(committer.target, committer.commit_user, committer.pending)
         self.coordinator = coordinator
 
-    def accept(self, identifier, committables, overwrite=None, properties=None):
-        record = super().accept(identifier, committables, overwrite, properties)
+    def accept(self, identifier, committables, overwrite=None, properties=None, acknowledged=False):
+        record = super().accept(identifier, committables, overwrite, properties, acknowledged)
         self.coordinator.send(FilesWritten(identifier, list(committables)))
         return record
 

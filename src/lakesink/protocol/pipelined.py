@@ -4,7 +4,9 @@ The engine may start the next checkpoint as soon as `submit` returns, because
 the committables are already in the `PendingStore`; if the driver dies before
 the background commit finishes, `Committer.restore()` commits them after the
 restart. Commits run in identifier order on one thread. A failure is raised by
-the next `submit` or `flush`, never swallowed.
+the next `submit` or `flush`, never swallowed; the failed checkpoint keeps its
+files and pending state (the engine has already moved on past it), so the
+restarted query's `restore()` retries it.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class PipelinedCommitter:
             # A replay of a checkpoint that already landed: drop its files now.
             self.committer.commit(identifier, committables, overwrite, properties)
             return
-        self.committer.accept(identifier, committables, overwrite, properties)
+        self.committer.accept(identifier, committables, overwrite, properties, acknowledged=True)
         crashpoints.reached("accepted")
         self._queue.put((identifier, list(committables), overwrite, properties))
 

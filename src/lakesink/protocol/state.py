@@ -7,7 +7,13 @@ the whole document or none of it.
 
     {"format": "lakesink.pending-commit", "version": 1,
      "commit_user": "...", "identifier": 7, "overwrite": null | {...},
-     "properties": {...}, "committables": [<target.encode(c)>, ...]}
+     "properties": {...}, "committables": [<target.encode(c)>, ...],
+     "acknowledged": false}
+
+`acknowledged` (optional, default false) is true once the committer told the
+engine the checkpoint is safe (pipelined commits): the engine may have
+recorded it and will not replay it, so a failed commit must keep the files
+and this document for a retry instead of discarding them.
 
 The same store also keeps small named JSON documents (the sink's binding to a
 table, the coordinator's state) with the same write discipline.
@@ -47,12 +53,14 @@ class PendingCheckpoint:
     committables: list[dict]  # encoded by the target
     overwrite: Overwrite | None = None
     properties: dict[str, str] = field(default_factory=dict)
+    acknowledged: bool = False
 
     def to_json(self) -> dict:
         return {"format": PENDING_FORMAT, "version": PENDING_VERSION,
                 "commit_user": self.commit_user, "identifier": self.identifier,
                 "overwrite": self.overwrite.to_json() if self.overwrite else None,
-                "properties": self.properties, "committables": self.committables}
+                "properties": self.properties, "committables": self.committables,
+                "acknowledged": self.acknowledged}
 
     @classmethod
     def from_json(cls, data: dict, where: str) -> PendingCheckpoint:
@@ -64,7 +72,8 @@ class PendingCheckpoint:
         return cls(commit_user=data["commit_user"], identifier=int(data["identifier"]),
                    committables=list(data["committables"]),
                    overwrite=Overwrite.from_json(data.get("overwrite")),
-                   properties=dict(data.get("properties") or {}))
+                   properties=dict(data.get("properties") or {}),
+                   acknowledged=bool(data.get("acknowledged", False)))
 
 
 class StateStore:
@@ -137,6 +146,12 @@ class PendingStore:
 
     def remove(self, identifier: int) -> None:
         self.store.delete(self._name(identifier))
+
+    def get(self, identifier: int) -> PendingCheckpoint | None:
+        data = self.store.read_json(self._name(identifier))
+        if data is None:
+            return None
+        return PendingCheckpoint.from_json(data, f"{self.store.directory}/{self._name(identifier)}")
 
     def all(self) -> list[PendingCheckpoint]:
         out = []

@@ -116,22 +116,41 @@ class PaimonBatchWriter(DataSourceArrowWriter):
 
 
 class PaimonStreamWriter(DataSourceStreamArrowWriter):
+    """Spark builds this writer once to plan the query's tasks and again, from the
+    pickled data source, in a fresh Python process for each batch's commit/abort.
+
+    Sync: `commit()` commits the batch. Pipelined: `commit()` accepts the batch
+    durably and hands it to the checkpoint's background committer process
+    (`paimon.committer_service`), which commits it while the next batch runs.
+    """
+
     def __init__(self, path: str, options: dict, schema, overwrite: bool):
         from ..paimon.stream import StreamSink
         opts = WriteOptions.parse(options)
         if overwrite:
             raise ConfigurationError(
                 "Output mode 'complete' is not supported by the paimon sink: use outputMode('append').")
-        if opts.commit_mode != "sync":
+        self.pipelined = opts.commit_mode == "pipelined"
+        if self.pipelined and opts.aggregator:
             raise ConfigurationError(
-                "commit.mode=pipelined is offered by lakesink.stream(...) (the fast path); "
-                "format('paimon') commits each micro-batch synchronously."
-            )
+                "aggregator.enabled with commit.mode=pipelined is offered by lakesink.stream(...) (the fast "
+                "path); with format('paimon') use one of them.")
+        arrow_schema = spark_to_arrow(schema)
         self.sink = StreamSink(path, opts.checkpoint_location or options.get("checkpointlocation"),
-                               spark_to_arrow(schema), opts, PATH_NAME)
-        self.sink.restore()
+                               arrow_schema, opts, PATH_NAME)
         self.spec = TaskSpec("", self.sink.layout, self.sink.compression, _target_file_size(opts),
                              opts.fs_options or None)
+        if self.pipelined:
+            from ..paimon.committer_service import spec_for
+            self.service_spec = spec_for(path, self.sink.checkpoint, arrow_schema, options)
+            if self.sink.commit_user is not None:
+                self._hand_over()  # a restarted query: pending batches are committed now, in order
+        else:
+            self.sink.restore()
+
+    def _hand_over(self) -> None:
+        from ..paimon.committer_service import ensure_running
+        ensure_running(self.service_spec)
 
     def write(self, iterator):
         from dataclasses import replace
@@ -143,7 +162,11 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages, batchId: int) -> None:
         crashpoints.reached("tasks-done")
-        self.sink.commit_batch(batchId, _files(messages))
+        if self.pipelined:
+            self.sink.accept_batch(batchId, _files(messages))
+            self._hand_over()
+        else:
+            self.sink.commit_batch(batchId, _files(messages))
 
     def abort(self, messages, batchId: int) -> None:
         self.sink.abort_batch(batchId, _files(messages or []))
