@@ -139,21 +139,26 @@ class Case:
 
     def run(self, crash_at: str | None = None, kill_after: float | None = None,
             fail_first_attempt: float = 0.0, fail_always_partition: int | None = None,
-            timeout: float = DRIVER_TIMEOUT) -> RunResult:
-        """One driver run; `crash_at` or `kill_after` make it a run that is meant to die."""
+            timeout: float = DRIVER_TIMEOUT, fail_at: str | None = None) -> RunResult:
+        """One driver run; `crash_at` or `kill_after` make it a run that is meant to die;
+        `fail_at` makes the protocol raise at that point (LAKESINK_FAIL_AT)."""
         number = len(self.runs) + 1
         log = self.logs / f"run-{number:03d}.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LAKESINK_CRASH")}
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("LAKESINK_CRASH", "LAKESINK_FAIL"))}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
         env.setdefault("PYSPARK_PYTHON", sys.executable)
         env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        if crash_at or fail_at:
+            env["LAKESINK_CRASH_COUNTER"] = str(self.workdir / f"crash-counter-{number:03d}")
         if crash_at:
             env["LAKESINK_CRASH_AT"] = crash_at
-            env["LAKESINK_CRASH_COUNTER"] = str(self.workdir / f"crash-counter-{number:03d}")
+        if fail_at:
+            env["LAKESINK_FAIL_AT"] = fail_at
         started = time.monotonic()
         with open(log, "wb") as out:
             out.write(f"$ {' '.join(self.command(fail_first_attempt, fail_always_partition))}"
-                      f"  # crash_at={crash_at} kill_after={kill_after}\n".encode())
+                      f"  # crash_at={crash_at} kill_after={kill_after} fail_at={fail_at}\n".encode())
             out.flush()
             child = subprocess.Popen(self.command(fail_first_attempt, fail_always_partition), cwd=REPO,
                                      env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

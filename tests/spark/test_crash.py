@@ -112,3 +112,47 @@ def test_a_driver_killed_while_the_aggregator_compacts_still_writes_every_row_ex
     assert kinds["COMPACT"] >= 1
     assert tally.exactly_once, tally.problems
     assert not tally.problems
+
+
+@pytest.mark.parametrize("mode", ["native", "fast"])
+def test_a_failed_background_commit_stops_the_query_and_the_restart_commits_it_losing_nothing(tmp_path, mode):
+    """Pipelined: Spark recorded the batch before its commit failed, so it will not replay it.
+    The failure must stop the query (not pass silently) and the batch's files and pending
+    state must survive for the restarted query to commit."""
+    case = Case(tmp_path, mode, "pipelined")
+    make_source(case.source, files=5, rows_per_file=ROWS_PER_FILE)
+
+    failed = case.run(fail_at="before-snapshot@2")  # the background commit of batch 1 raises
+
+    assert failed.returncode == 1, failed.tail()
+    log = failed.log.read_text()
+    assert "injected failure at before-snapshot" in log
+    assert "retried when the query restarts" in log
+    assert_nothing_twice(case, 0)
+    case.finish()
+    tally = case.check()
+    assert tally.exactly_once, tally.problems
+    assert not tally.problems
+
+
+def test_a_native_pending_batch_spark_recorded_whose_files_were_deleted_fails_naming_the_files(tmp_path):
+    case = Case(tmp_path, "native", "pipelined")
+    make_source(case.source, files=3, rows_per_file=ROWS_PER_FILE)
+    case.crash("accepted@1")  # batch 0 durably accepted and acknowledged, not committed
+    [pending] = Path(case.checkpoint, "lakesink").glob("pending-*.json")
+    staged = [c["staged_path"] for c in json.loads(pending.read_text())["committables"]]
+    assert staged
+    for path in staged:
+        Path(path).unlink()
+    # As if the kill had come after Spark wrote batch 0 to its commit log: no replay of it.
+    Path(case.checkpoint, "commits").mkdir(exist_ok=True)
+    Path(case.checkpoint, "commits", "0").write_text('v1\n{"nextBatchWatermarkMs":0}')
+
+    result = case.run()
+
+    assert result.returncode == 1
+    log = result.log.read_text()
+    assert "Cannot restore pending commit 0" in log
+    assert "no longer exist" in log
+    assert Path(staged[0]).name in log
+    assert pending.exists(), "the pending state must stay for the operator to see"

@@ -314,3 +314,63 @@ def test_pipelined_replay_of_a_committed_checkpoint_is_dropped_at_once(target, p
 def test_pipelined_commits_need_a_pending_store(target):
     with pytest.raises(ValueError, match="PendingStore"):
         PipelinedCommitter(Committer(target, USER))
+
+
+# -- acknowledged checkpoints (pipelined): the engine will not replay them -------------
+
+def test_a_pipelined_commit_that_definitely_failed_keeps_files_and_pending_state_for_restore(target, pending):
+    pipeline = PipelinedCommitter(Committer(target, USER, pending))
+    target.fail_definitely = True
+    pipeline.submit(1, target.stage("a"))
+    with pytest.raises(CommitFailedError, match="retried when the query restarts"):
+        pipeline.flush()
+    pipeline.close()
+    assert target.snapshots == []
+    assert "staging/a" in target.disk  # the engine has moved past checkpoint 1: its rows live only here
+    assert pending_ids(pending) == [1]
+    assert pending.get(1).acknowledged
+
+    target.fail_definitely = False
+    reports = Committer(target, USER, pending).restore()
+    assert [r.identifier for r in reports] == [1]
+    assert target.visible_files() == ["a"]
+    assert pending_ids(pending) == []
+
+
+def test_restore_keeps_an_acknowledged_checkpoint_whose_commit_fails_and_discards_an_unacknowledged_one(
+        target, pending):
+    committer = Committer(target, USER, pending)
+    committer.accept(1, target.stage("a"), acknowledged=True)
+    target.fail_before_landing = True
+    with pytest.raises(CommitFailedError, match="already acknowledged"):
+        Committer(target, USER, pending).restore()
+    assert pending_ids(pending) == [1]
+    assert target.missing_files([FakeFile("a")]) == []
+
+    pending.remove(1)
+    target.disk.clear()
+    committer.accept(2, target.stage("b"))  # sync: the engine replays it if this fails
+    with pytest.raises(CommitFailedError):
+        Committer(target, USER, pending).restore()
+    assert pending_ids(pending) == []
+    assert target.disk == set()
+
+
+def test_restore_of_a_checkpoint_that_already_landed_removes_the_files_it_never_placed(target, pending):
+    committer = Committer(target, USER, pending)
+    committer.commit(1, target.stage("a"))
+    # A replay accepted after the original landed (a race with a committer of a dead driver).
+    committer.accept(1, target.stage("a-replay"), acknowledged=True)
+    assert Committer(target, USER, pending).restore() == []
+    assert target.disk == {"table/a"}
+    assert pending_ids(pending) == []
+
+
+def test_the_acknowledged_flag_is_optional_in_version_1_documents(target, pending, tmp_path):
+    Committer(target, USER, pending).accept(1, target.stage("a"), acknowledged=True)
+    path = next((tmp_path / "state").glob("pending-*.json"))
+    document = json.loads(path.read_text())
+    assert document["acknowledged"] is True
+    del document["acknowledged"]  # as written before the flag existed
+    path.write_text(json.dumps(document))
+    assert pending.get(1).acknowledged is False

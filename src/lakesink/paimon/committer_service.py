@@ -175,8 +175,7 @@ def raise_recorded_error(store: StateStore) -> None:
     store.delete(ERROR_DOCUMENT)
     raise BackgroundCommitError(
         f"The background commit of batch {document.get('identifier')} failed: {document['error']}: "
-        f"{document['message']} The batch stays pending (its files are kept) and is committed again "
-        "when the query restarts on the same checkpoint.")
+        f"{document['message']}")
 
 
 def await_commits(checkpoint: str, timeout: float = 120.0) -> None:

@@ -6,6 +6,7 @@ environment asks for a crash there:
     LAKESINK_CRASH_AT=<point>[@<n>]   kill at the n-th time the point is reached (default 1)
     LAKESINK_CRASH_PGID=<pgid>        the process group to kill (default: our own)
     LAKESINK_CRASH_COUNTER=<dir>      where hits are counted across processes
+    LAKESINK_FAIL_AT=<point>[@<n>]    raise `InjectedFailure` there instead (a failing commit)
 
 Spark runs commit code in fresh Python processes, so hits are counted in
 files, not in memory.
@@ -30,13 +31,14 @@ POINTS = (
 )
 
 
-def reached(point: str) -> None:
-    wanted = os.environ.get("LAKESINK_CRASH_AT")
-    if not wanted:
-        return
+class InjectedFailure(RuntimeError):
+    """Raised at a point named by LAKESINK_FAIL_AT (tests of failure handling)."""
+
+
+def _nth_hit(wanted: str, point: str) -> bool:
     name, _, nth = wanted.partition("@")
     if name != point:
-        return
+        return False
     counter_dir = os.environ.get("LAKESINK_CRASH_COUNTER")
     hits = 1
     if counter_dir:
@@ -46,7 +48,15 @@ def reached(point: str) -> None:
                      os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         os.close(fd)
         hits = sum(1 for f in os.listdir(counter_dir) if f.startswith(point + "."))
-    if hits != int(nth or 1):
+    return hits == int(nth or 1)
+
+
+def reached(point: str) -> None:
+    failing = os.environ.get("LAKESINK_FAIL_AT")
+    if failing and _nth_hit(failing, point):
+        raise InjectedFailure(f"injected failure at {point} (LAKESINK_FAIL_AT={failing})")
+    wanted = os.environ.get("LAKESINK_CRASH_AT")
+    if not wanted or not _nth_hit(wanted, point):
         return
     pgid = int(os.environ.get("LAKESINK_CRASH_PGID") or os.getpgid(0))
     os.killpg(pgid, signal.SIGKILL)

@@ -1,0 +1,87 @@
+"""The pipelined format("paimon") committer's process plumbing, without Spark:
+its host-wide lock, its error document, and waiting for commits."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from lakesink.errors import BackgroundCommitError, CorruptStateError
+from lakesink.paimon import committer_service as service
+from lakesink.protocol import PendingCheckpoint, PendingStore, StateStore
+
+
+@pytest.fixture()
+def checkpoint(tmp_path):
+    return str(tmp_path / "chk")
+
+
+def hold_lock_in_child(checkpoint: str) -> subprocess.Popen:
+    code = textwrap.dedent(f"""
+        import sys, time
+        from lakesink.paimon.committer_service import CheckpointLock
+        assert CheckpointLock({checkpoint!r}).acquire(0.0)
+        print("held", flush=True)
+        sys.stdin.read()
+    """)
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert child.stdout.readline().strip() == b"held"
+    return child
+
+
+def test_one_process_at_a_time_holds_a_checkpoints_committer_lock_and_a_dead_holder_frees_it(checkpoint):
+    child = hold_lock_in_child(checkpoint)
+    try:
+        lock = service.CheckpointLock(checkpoint)
+        assert lock.is_held_elsewhere()
+        assert not lock.acquire(0.2)
+        assert not service.CheckpointLock(checkpoint + "-other").is_held_elsewhere()
+    finally:
+        child.kill()  # SIGKILL: the kernel drops the flock with the process
+        child.wait()
+    assert service.CheckpointLock(checkpoint).acquire(1.0)
+
+
+def test_a_recorded_background_failure_is_raised_once_with_its_cause(checkpoint):
+    store = StateStore(f"{checkpoint}/lakesink")
+    service.record_error(store, 7, RuntimeError("disk full"))
+    with pytest.raises(BackgroundCommitError, match="batch 7 failed: RuntimeError: disk full"):
+        service.raise_recorded_error(store)
+    service.raise_recorded_error(store)  # once, not forever
+
+
+def test_an_error_document_of_another_format_is_a_corrupt_state_error(checkpoint):
+    store = StateStore(f"{checkpoint}/lakesink")
+    store.write_json(service.ERROR_DOCUMENT, {"format": "something-else", "version": 9})
+    with pytest.raises(CorruptStateError, match="unknown format"):
+        service.raise_recorded_error(store)
+
+
+def test_await_commits_returns_at_once_when_nothing_is_pending(checkpoint):
+    service.await_commits(checkpoint, timeout=1)
+
+
+def test_await_commits_refuses_to_wait_for_pending_batches_no_committer_will_commit(checkpoint):
+    store = StateStore(f"{checkpoint}/lakesink")
+    PendingStore(store).put(PendingCheckpoint("u", 3, [], acknowledged=True))
+    with pytest.raises(BackgroundCommitError, match=r"Batches \[3\].*no committer runs"):
+        service.await_commits(checkpoint, timeout=5)
+
+
+def test_await_commits_waits_while_a_committer_holds_the_lock_and_gives_up_after_its_timeout(checkpoint):
+    store = StateStore(f"{checkpoint}/lakesink")
+    PendingStore(store).put(PendingCheckpoint("u", 3, [], acknowledged=True))
+    child = hold_lock_in_child(checkpoint)
+    try:
+        with pytest.raises(BackgroundCommitError, match="still pending after"):
+            service.await_commits(checkpoint, timeout=0.5)
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_wake_up_without_a_listening_committer_reports_false(checkpoint):
+    assert service.wake(checkpoint) is False
