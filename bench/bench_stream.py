@@ -1,7 +1,7 @@
 """Streaming: rate source at 20,000 rows/s, 1-second trigger, each sink for `seconds`.
 
 Side by side in one run: Spark's own Parquet file sink, lakesink's fast path
-(sync and pipelined commits) and `writeStream.format("paimon")`. Figures: mean
+and `writeStream.format("paimon")`, each with sync and pipelined commits. Figures: mean
 micro-batch duration (Spark's triggerExecution) and its ratio to the Parquet
 sink, plus the sink's commit time per batch (p50, p99) where lakesink reports it.
 """
@@ -53,14 +53,20 @@ def run(spark, seconds: float = 60, rows_per_second: int = 20_000) -> dict:
         "format(paimon) sync": lambda: source().writeStream.format("paimon")
         .option("checkpointLocation", f"{root}/chk-n").trigger(processingTime="1 second")
         .start(f"{root}/wh/db.db/native"),
+        "format(paimon) pipelined": lambda: source().writeStream.format("paimon")
+        .option("checkpointLocation", f"{root}/chk-np").option("commit.mode", "pipelined")
+        .trigger(processingTime="1 second").start(f"{root}/wh/db.db/native_pipe"),
     }
     try:
         for name, start in sinks.items():
             query, durations = _run_query(start, seconds)
             commit_ms = []
-            table_dir = f"{root}/wh/db.db/native"
             if name.startswith("format(paimon)"):
-                # Its commits run in Spark's Python workers: take the durations the snapshots record.
+                pipelined = name.endswith("pipelined")
+                if pipelined:
+                    lakesink.await_commits(f"{root}/chk-np")
+                # Its commits run outside this process: take the durations the snapshots record.
+                table_dir = f"{root}/wh/db.db/{'native_pipe' if pipelined else 'native'}"
                 history = lakesink.history(table_dir).to_pydict()
                 commit_ms = [d for d in history["commit_duration_ms"] if d is not None]
             handler = getattr(query, "lakesink_sink", None)

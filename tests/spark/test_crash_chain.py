@@ -40,6 +40,7 @@ SEED = int(os.environ.get("LAKESINK_CHAIN_SEED", str(int(time.time()))))
 POINTS = {
     ("native", "sync"): ["tasks-done@1", "after-snapshot@1"],
     ("fast", "pipelined"): ["accepted@1", "after-snapshot@1"],
+    ("native", "pipelined"): ["accepted@1", "after-snapshot@1"],
 }
 
 
@@ -81,9 +82,10 @@ def assert_nothing_twice(case: Case, a: TableA) -> None:
     assert all(0 <= i < a.next_id for i in ids), f"rows in B that A never held after {case.runs[-1].log}"
 
 
-# The fast path's chain runs on demand (soak): one chain is ~1.5-3 min of child Spark runs.
+# The pipelined chains run on demand (soak): one chain is ~1.5-3 min of child Spark runs.
 CHAINS = [pytest.param("native", "sync", id="native-sync"),
-          pytest.param("fast", "pipelined", id="fast-pipelined", marks=pytest.mark.soak)]
+          pytest.param("fast", "pipelined", id="fast-pipelined", marks=pytest.mark.soak),
+          pytest.param("native", "pipelined", id="native-pipelined", marks=pytest.mark.soak)]
 
 
 @pytest.mark.parametrize("mode,commit", CHAINS)

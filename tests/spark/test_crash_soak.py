@@ -3,7 +3,7 @@
     ./dev soak                                  # 50 kills
     LAKESINK_SOAK_KILLS=200 ./dev soak          # more; LAKESINK_SOAK_SEED fixes the random choices
 
-Cases rotate over (native, sync), (fast, sync), (fast, pipelined); each case
+Cases rotate over (native, sync), (native, pipelined), (fast, sync), (fast, pipelined); each case
 kills its driver up to `KILLS_PER_CASE` times at a random moment after its Spark
 session is up (a third of the runs also inject first-attempt task failures),
 then lets it catch up and checks the table with pypaimon. Prints the tally.
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.crash, pytest.mark.soak]
 KILLS = int(os.environ.get("LAKESINK_SOAK_KILLS", "50"))
 SEED = int(os.environ.get("LAKESINK_SOAK_SEED", str(int(time.time()))))
 KILLS_PER_CASE = 4
-PATHS = [("native", "sync"), ("fast", "sync"), ("fast", "pipelined")]
+PATHS = [("native", "sync"), ("native", "pipelined"), ("fast", "sync"), ("fast", "pipelined")]
 
 
 def test_random_kills_never_lose_or_duplicate_a_row_nor_leave_a_file(tmp_path):
