@@ -85,6 +85,7 @@ def _stage_with_rows(staged: PaimonStagedTable, ids):
     """Write one committed snapshot into a staged table without Spark."""
     data = pa.table({"id": pa.array(ids, pa.int64())})
     target = PaimonTarget(staged.staging_path, create=TableSpec(data.schema, [], [], {"bucket": "-1"}))
+    target.maintenance = False  # as create_table_as: no background thread inside a staged table
     table = target.table_or_create()
     staged_dir = os.path.join(staged.staging_path, "_lakesink", "staging", "x")
     os.makedirs(staged_dir)

@@ -64,8 +64,14 @@ def runtime_dir() -> Path:
     return directory
 
 
+def _absolute(path: str) -> str:
+    """Local paths made absolute: the service may not share the caller's working directory."""
+    path = path.rstrip("/")
+    return path if "://" in path or path.startswith("file:") else os.path.abspath(path)
+
+
 def _key(checkpoint: str) -> str:
-    return hashlib.sha256(checkpoint.rstrip("/").encode()).hexdigest()[:20]
+    return hashlib.sha256(_absolute(checkpoint).encode()).hexdigest()[:20]
 
 
 class CheckpointLock:
@@ -89,6 +95,17 @@ class CheckpointLock:
                     os.close(fd)
                     return False
                 time.sleep(0.05)
+
+    @property
+    def fd(self) -> int | None:
+        return self._fd
+
+    @classmethod
+    def adopt(cls, checkpoint: str, fd: int) -> CheckpointLock:
+        """The lock held through a descriptor inherited from `ensure_running`."""
+        lock = cls(checkpoint)
+        lock._fd = fd
+        return lock
 
     def release(self) -> None:
         if self._fd is not None:
@@ -136,26 +153,35 @@ def ask_to_stop(checkpoint: str) -> bool:
 
 
 def ensure_running(spec: dict) -> None:
-    """Wake the checkpoint's service, or start one if none runs on this host."""
+    """Wake the checkpoint's service, or start one if none runs on this host.
+
+    The lock is taken here and handed to the new service as an inherited
+    descriptor, so from this call on a committer holds it: no one can think the
+    checkpoint has no committer while the service is still starting.
+    """
     checkpoint = spec["checkpoint"]
-    if CheckpointLock(checkpoint).is_held_elsewhere():
+    lock = CheckpointLock(checkpoint)
+    if not lock.acquire(0.0):
         wake(checkpoint)
         return
     crash_group = os.environ.get("LAKESINK_CRASH_PGID")
     log_path = runtime_dir() / f"{_key(checkpoint)}.log"
-    with open(log_path, "ab") as out:
-        # Not waited for: the service outlives this (per-batch) process on purpose.
-        child = subprocess.Popen(
-            [sys.executable, "-m", "lakesink.paimon.committer_service"],
-            stdin=subprocess.PIPE, stdout=out, stderr=out, close_fds=True, cwd="/",
-            start_new_session=not crash_group,
-            preexec_fn=(lambda: os.setpgid(0, int(crash_group))) if crash_group else None)
+    try:
+        with open(log_path, "ab") as out:
+            # Not waited for: the service outlives this (per-batch) process on purpose.
+            child = subprocess.Popen(
+                [sys.executable, "-m", "lakesink.paimon.committer_service", str(lock.fd)],
+                stdin=subprocess.PIPE, stdout=out, stderr=out, close_fds=True, pass_fds=(lock.fd,),
+                start_new_session=not crash_group,
+                preexec_fn=(lambda: os.setpgid(0, int(crash_group))) if crash_group else None)
+    finally:
+        lock.release()  # our copy only: the child's descriptor keeps the flock
     child.stdin.write(json.dumps(spec).encode())
     child.stdin.close()
 
 
 def spec_for(path: str, checkpoint: str, schema, options: dict) -> dict:
-    return {"path": path, "checkpoint": checkpoint.rstrip("/"), "options": options,
+    return {"path": _absolute(path), "checkpoint": _absolute(checkpoint), "options": options,
             "schema": base64.b64encode(schema.serialize().to_pybytes()).decode()}
 
 
@@ -207,7 +233,7 @@ def await_commits(checkpoint: str, timeout: float = 120.0) -> None:
         time.sleep(0.05)
 
 
-def serve(spec: dict) -> int:
+def serve(spec: dict, lock_fd: int) -> int:
     """The service's life: commit pending batches in order until idle; 0 when done, 1 on failure."""
     import pyarrow as pa
 
@@ -215,9 +241,7 @@ def serve(spec: dict) -> int:
     from .stream import StreamSink
 
     checkpoint = spec["checkpoint"]
-    lock = CheckpointLock(checkpoint)
-    if not lock.acquire(0.0):
-        return 0  # another service has it
+    lock = CheckpointLock.adopt(checkpoint, lock_fd)
     schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(spec["schema"])))
     sink = StreamSink(spec["path"], checkpoint, schema, WriteOptions.parse(spec["options"]),
                       "format('paimon')")
@@ -270,7 +294,7 @@ def serve(spec: dict) -> int:
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(message)s")
     spec = json.loads(sys.stdin.read())
-    return serve(spec)
+    return serve(spec, int(sys.argv[1]))
 
 
 if __name__ == "__main__":

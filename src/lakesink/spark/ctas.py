@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from collections.abc import Iterable, Mapping
 
 from ..errors import ConfigurationError
@@ -51,7 +53,12 @@ def _run(df, path, partition_by, options, replace, if_not_exists, via):
         try:
             return _write(df, staged.staging_path, partition_by, options, "append", via)
         except Terminated:
-            df.sparkSession.sparkContext.cancelAllJobs()  # don't leave tasks writing into staging
+            # Don't leave tasks writing into staging. Not from this thread: its py4j
+            # connection still waits for the interrupted call's answer (the whole job).
+            canceller = threading.Thread(target=df.sparkSession.sparkContext.cancelAllJobs,
+                                         name="lakesink-cancel", daemon=True)
+            canceller.start()
+            canceller.join(timeout=60)
             raise
 
     return run_staged(staged, job)
