@@ -61,6 +61,18 @@ def leftover_files(path: str) -> set[str]:
     return data_files_on_disk(path) - referenced_data_files(path)
 
 
+def pypaimon_append(table, rows: pa.Table) -> None:
+    """One snapshot written by pypaimon's own batch writer (another writer than lakesink)."""
+    builder = table.new_batch_write_builder()
+    write, commit = builder.new_write(), builder.new_commit()
+    try:
+        write.write_arrow(rows)
+        commit.commit(write.prepare_commit())
+    finally:
+        write.close()
+        commit.close()
+
+
 PATHS = ["fast", "native"]
 
 

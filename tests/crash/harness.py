@@ -26,7 +26,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tests.helpers import leftover_files, read_table, snapshots
+from tests.helpers import leftover_files, pypaimon_append, read_table, snapshots
 
 from .driver import READY, SOURCE_SCHEMA
 
@@ -257,16 +257,8 @@ def append_as_other_writer(table_path: str, snapshots_to_add: int, rows_each: in
     added = 0
     for k in range(snapshots_to_add):
         ids = [-(1 + k * rows_each + j) for j in range(rows_each)]
-        rows = pa.table({"id": pa.array(ids, pa.int64()), "name": [f"other-{i}" for i in ids],
-                         "grp": pa.array([abs(i) % 3 for i in ids], pa.int32())})
-        builder = table.new_batch_write_builder()
-        write, commit = builder.new_write(), builder.new_commit()
-        try:
-            write.write_arrow(rows)
-            commit.commit(write.prepare_commit())
-        finally:
-            write.close()
-            commit.close()
+        pypaimon_append(table, pa.table({"id": pa.array(ids, pa.int64()), "name": [f"other-{i}" for i in ids],
+                                         "grp": pa.array([abs(i) % 3 for i in ids], pa.int32())}))
         added += len(ids)
     return added
 

@@ -28,7 +28,7 @@ import pytest
 
 from tests.crash.driver import SOURCE_SCHEMA
 from tests.crash.harness import Case
-from tests.helpers import latest_snapshot_id, read_table
+from tests.helpers import latest_snapshot_id, pypaimon_append, read_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.crash]
 
@@ -60,16 +60,9 @@ class TableA:
     def append(self, snapshots: int) -> None:
         for _ in range(snapshots):
             ids = list(range(self.next_id, self.next_id + ROWS_PER_SNAPSHOT))
-            rows = pa.table({"id": pa.array(ids, pa.int64()), "name": [f"row-{i}" for i in ids],
-                             "grp": pa.array([i % 3 for i in ids], pa.int32())}, schema=SOURCE_SCHEMA)
-            builder = self.table.new_batch_write_builder()
-            write, commit = builder.new_write(), builder.new_commit()
-            try:
-                write.write_arrow(rows)
-                commit.commit(write.prepare_commit())
-            finally:
-                write.close()
-                commit.close()
+            pypaimon_append(self.table, pa.table({"id": pa.array(ids, pa.int64()), "name": [f"row-{i}" for i in ids],
+                                                  "grp": pa.array([i % 3 for i in ids], pa.int32())},
+                                                 schema=SOURCE_SCHEMA))
             self.next_id += ROWS_PER_SNAPSHOT
 
 
