@@ -45,18 +45,20 @@ def test_each_job_is_one_snapshot_however_many_files_it_writes(spark, table_path
 
 
 def _watch_while_writing(path: str, report: str):
-    """mapInArrow body: partition 1 waits until another task's file exists under the table,
+    """mapInArrow body: partition 1 waits until a file the table does not reference exists,
     then records what a pypaimon reader sees at that moment (the job is not committed)."""
     def watch(batches):
         from pyspark import TaskContext
 
-        from tests.helpers import data_files_on_disk, read_table as read_back
+        from tests.helpers import data_files_on_disk, read_table as read_back, referenced_data_files
         if TaskContext.get().partitionId() == 1:
-            before = data_files_on_disk(path)
+            # Relative to what the table references, not to what was on disk when this task
+            # started: the other task may have finished writing before this one began.
+            committed = referenced_data_files(path)
             deadline = time.time() + 60
-            while time.time() < deadline and len(data_files_on_disk(path) - before) == 0:
+            while time.time() < deadline and len(data_files_on_disk(path) - committed) == 0:
                 time.sleep(0.05)
-            uncommitted = sorted(data_files_on_disk(path) - before)
+            uncommitted = sorted(data_files_on_disk(path) - committed)
             with open(report, "w") as out:
                 json.dump({"uncommitted": uncommitted, "rows_seen": read_back(path).num_rows}, out)
         yield from batches

@@ -9,7 +9,8 @@ pending batches in batch order, removes their staging, and exits after
 `IDLE_SECONDS` without work. The next batch starts it again.
 
 One committer per checkpoint and host: the service holds an exclusive
-`flock` on `<runtime dir>/<key>.lock` for its whole life, and a synchronous
+`flock` on `<runtime dir>/<key>.lock` for its whole life (taken by the
+process that starts it and inherited), and a synchronous
 restore takes the same lock. Wake-ups arrive as datagrams on a Unix socket
 beside the lock; the service also looks at the pending state every
 `POLL_SECONDS`, so a lost wake-up only delays a commit.
@@ -266,7 +267,7 @@ def serve(spec: dict, lock_fd: int) -> int:
             if reports:
                 idle_since = time.monotonic()
                 for r in reports:
-                    log.info("batch %s: snapshot %s (%.1f ms)", r.identifier, r.snapshot_id, r.duration_ms)
+                    log.debug("batch %s: snapshot %s (%.1f ms)", r.identifier, r.snapshot_id, r.duration_ms)
                 continue  # more may have arrived meanwhile
             if stop_asked or time.monotonic() - idle_since > IDLE_SECONDS:
                 lock.release()
@@ -275,6 +276,7 @@ def serve(spec: dict, lock_fd: int) -> int:
                 if sink.committer().pending.identifiers() and lock.acquire(0.0):
                     idle_since = time.monotonic()
                     continue
+                log.info("committer for %s stopped: nothing pending", checkpoint)
                 return 0
             try:
                 stop_asked = stop_asked or sock.recv(64) == STOP
@@ -292,7 +294,9 @@ def serve(spec: dict, lock_fd: int) -> int:
 
 
 def main() -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(message)s")
+    # One log per checkpoint and host, kept small: start, stop and failures, not every batch.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(process)d %(levelname)s %(message)s")
+    log.setLevel(logging.INFO)
     spec = json.loads(sys.stdin.read())
     return serve(spec, int(sys.argv[1]))
 
