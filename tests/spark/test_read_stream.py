@@ -153,3 +153,24 @@ def test_bad_stream_options_are_errors_naming_the_option(table_path, spark):
         PaimonStreamReader(table_path, {"consumer-id": "a/b"}, None)
     with pytest.raises(UnknownOptionError, match="consumer_id"):
         PaimonStreamReader(table_path, {"consumer_id": "x"}, None)
+    with pytest.raises(InvalidOptionError, match="maxRowsPerTrigger"):
+        PaimonStreamReader(table_path, {"read.stream.maxRowsPerTrigger": "0"}, None)
+
+
+@pytest.mark.parametrize("how", ["read.stream.maxRowsPerTrigger", "maxRowsPerTrigger", "read_stream"])
+def test_max_rows_per_trigger_takes_whole_snapshots_up_to_the_limit_and_a_larger_one_alone(
+        spark, table_path, tmp_path, how):
+    for start, count in ((0, 10), (10, 10), (20, 10), (30, 30), (60, 5)):
+        _append(spark, table_path, start, count)
+    batches = []
+    if how == "read_stream":
+        sdf = lakesink.read_stream(spark, table_path, starting="earliest", max_rows_per_trigger=25)
+    else:
+        sdf = spark.readStream.format("paimon").option("scan.mode", "earliest").option(how, 25).load(table_path)
+    query = (sdf.writeStream
+             .foreachBatch(lambda df, _: batches.append(sorted(r.id for r in df.collect())))
+             .option("checkpointLocation", str(tmp_path / "chk")).trigger(availableNow=True).start())
+    assert query.awaitTermination(120)
+    assert query.exception() is None
+    assert [len(b) for b in batches if b] == [20, 10, 30, 5]
+    assert sorted(i for b in batches for i in b) == list(range(65))

@@ -75,7 +75,7 @@ def _native(spark, path: str, snapshot):
 
 
 def read_stream(spark, path: str, *, consumer_id: str | None = None, starting="latest",
-                read_overwrite: bool = False):
+                read_overwrite: bool = False, max_rows_per_trigger: int | None = None):
     """A streaming DataFrame of the rows each new snapshot of the table adds.
 
     `starting`: "latest" (rows committed after the query starts; default), "earliest"
@@ -83,6 +83,8 @@ def read_stream(spark, path: str, *, consumer_id: str | None = None, starting="l
     snapshot id (its rows and later ones), or a datetime / ISO string (rows of
     snapshots committed after it). A restarted query continues from its checkpoint;
     a new query with the same `consumer_id` continues where that consumer stopped.
+    `max_rows_per_trigger` caps a micro-batch at whole snapshots holding up to that
+    many added rows (a larger snapshot is read alone).
 
     >>> sdf = lakesink.read_stream(spark, "/data/wh/db.db/bronze", consumer_id="silver")   # doctest: +SKIP
     """
@@ -90,6 +92,8 @@ def read_stream(spark, path: str, *, consumer_id: str | None = None, starting="l
     reader = spark.readStream.format("paimon")
     for key, value in stream_options(starting, consumer_id, read_overwrite).items():
         reader = reader.option(key, value)
+    if max_rows_per_trigger is not None:
+        reader = reader.option("read.stream.maxRowsPerTrigger", str(max_rows_per_trigger))
     return reader.load(str(path))
 
 

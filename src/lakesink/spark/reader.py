@@ -54,6 +54,7 @@ _STREAM_KEYS = {
     "scan.timestamp-millis": ("scan.timestamp-millis", "timestamp"),
     "consumer-id": ("consumer-id",),
     "streaming-read-overwrite": ("streaming-read-overwrite",),
+    "read.stream.maxRowsPerTrigger": ("read.stream.maxRowsPerTrigger", "maxRowsPerTrigger"),
 }
 STREAM_MODES = ("latest", "latest-full", "earliest", "from-snapshot", "from-snapshot-full", "from-timestamp")
 
@@ -308,6 +309,19 @@ class PaimonFilteringBatchReader(PaimonBatchReader):
 
 # ---------------------------------------------------------------- streaming
 
+def _positive_int(opts: dict, key: str) -> int | None:
+    raw = opts.get(key)
+    if raw is None:
+        return None
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise InvalidOptionError(key, raw, "a positive whole number")
+    return value
+
+
 def _offset(snapshot: int, full: bool = False) -> dict:
     return {"snapshot": int(snapshot), "full": True} if full else {"snapshot": int(snapshot)}
 
@@ -318,6 +332,10 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     `{"snapshot": n, "full": true}` (a start offset only) means: snapshot n's full
     contents have not been read yet either (starts `latest-full`, `from-snapshot-full`,
     and `earliest` once early snapshots expired).
+
+    `read.stream.maxRowsPerTrigger` (Paimon's name; `maxRowsPerTrigger` also works)
+    caps a micro-batch at whole snapshots holding up to that many added rows; a
+    single larger snapshot is read alone, never split.
     """
 
     def __init__(self, path: str, options: dict, schema):
@@ -347,6 +365,7 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if overwrite not in ("true", "false"):
             raise InvalidOptionError("streaming-read-overwrite", overwrite, "true or false")
         self.read_overwrite = overwrite == "true"
+        self.max_rows = _positive_int(opts, "read.stream.maxRowsPerTrigger")
         self.available_now_end: int | None = None
         self.recorded: int | None = None  # snapshot the consumer file last recorded as read
         scan.check_streamable(scan.open_for_read(path))
@@ -383,6 +402,10 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         before = table.snapshot_manager().earlier_or_equal_time_mills(millis)
         return _offset(before.id if before is not None else earliest - 1)
 
+    def getDefaultReadLimit(self):
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+        return ReadMaxRows(self.max_rows) if self.max_rows else ReadAllAvailable()
+
     def prepareForTriggerAvailableNow(self) -> None:
         latest = self._table().snapshot_manager().get_latest_snapshot()
         self.available_now_end = latest.id if latest is not None else 0
@@ -399,8 +422,33 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             newest = min(newest, self.available_now_end)
         begin = int(start["snapshot"])
         if start.get("full") and newest >= begin:
-            return _offset(max(newest, begin))
-        return _offset(newest) if newest > begin else start
+            from pyspark.sql.streaming.datasource import ReadMaxRows
+            # Under a row limit the snapshot's full contents are a batch of their own.
+            return _offset(begin if isinstance(limit, ReadMaxRows) else max(newest, begin))
+        if newest > begin:
+            return _offset(self._admitted(begin, newest, limit))
+        return start
+
+    def _admitted(self, begin: int, newest: int, limit) -> int:
+        """The last snapshot of the next batch: whole snapshots up to `limit`'s rows, at least one."""
+        from pyspark.sql.streaming.datasource import ReadMaxRows
+
+        from ..paimon import scan
+
+        if not isinstance(limit, ReadMaxRows):
+            return newest
+        table = self._table()
+        manager, rows, end = table.snapshot_manager(), 0, begin
+        for snapshot_id in range(begin + 1, newest + 1):
+            snapshot = manager.get_snapshot_by_id(snapshot_id)
+            if snapshot is None:
+                return snapshot_id  # expired: partitions() says so
+            if scan.streaming_reads(table, snapshot, self.read_overwrite):
+                rows += max(0, snapshot.delta_record_count or 0)
+                if rows > limit.max_rows and end > begin:
+                    break
+            end = snapshot_id
+        return end
 
     def partitions(self, start: dict, end: dict):
         from ..paimon import scan
