@@ -34,9 +34,10 @@ CHAINS = {
     ("native", "sync"): ["files-placed@2", "before-snapshot@2", "after-snapshot@2", "tasks-done@2",
                          "during-abort@1"],
     ("native", "pipelined"): ["accepted@2", "after-snapshot@2", "during-abort@1"],
-    ("fast", "sync"): ["files-placed@2", "before-snapshot@2", "after-snapshot@2", "tasks-done@2"],
-    ("fast", "pipelined"): ["accepted@2", "files-placed@2", "before-snapshot@2", "after-snapshot@2",
-                            "tasks-done@2"],
+    # The fast path's tasks-done (and the pipelined chain's files-placed) run the same
+    # protocol code as the chains above; the soak kills there at random.
+    ("fast", "sync"): ["files-placed@2", "before-snapshot@2", "after-snapshot@2"],
+    ("fast", "pipelined"): ["accepted@2", "before-snapshot@2", "after-snapshot@2"],
 }
 
 

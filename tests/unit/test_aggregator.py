@@ -288,11 +288,17 @@ CRASH_CHAIN = ["events-held@3", "mid-rewrite@1", "after-aggregate@1", "after-com
 
 @pytest.mark.parametrize("mode", ["sync", "pipelined"])
 def test_a_driver_killed_at_each_aggregation_step_still_has_every_row_exactly_once(tmp_path, mode):
-    batches = 24
+    batches = 12
     table = str(tmp_path / "wh" / "db.db" / "t")
     extra = ["--pipelined"] if mode == "pipelined" else []
     for i, point in enumerate(CRASH_CHAIN):
-        result = run_child(tmp_path, point, batches, extra, name=str(i))
+        # Where a point falls depends on timing (pipelined: whether an event arrives while
+        # a commit runs), so a run may catch up before reaching it: give it more batches.
+        for attempt in range(4):
+            batches += 6
+            result = run_child(tmp_path, point, batches, extra, name=f"{i}-{attempt}")
+            if result.returncode != 0:
+                break
         assert result.returncode == -signal.SIGKILL, f"{point} not reached: {result.stdout}{result.stderr}"
         if Path(table, "snapshot").exists():
             ids = read_table(table).column("id").to_pylist()
