@@ -39,15 +39,17 @@ def stream(df, path: str, checkpoint: str, trigger: str | None = None, **kwargs)
     return _stream(df, path, checkpoint, trigger, **kwargs)
 
 
-def await_commits(checkpoint: str, timeout: float = 120.0) -> None:
+def await_commits(checkpoint: str, timeout: float = 120.0, options: dict | None = None) -> None:
     """Wait until a pipelined `format("paimon")` query's accepted batches are committed.
 
     In pipelined mode a micro-batch is committed in the background after Spark
     has recorded it; call this after `query.stop()` / `awaitTermination()` to
-    read your own writes. Raises a background commit failure.
+    read your own writes. Batches a dead driver accepted, which a restarted query
+    with no new data never commits, are committed here (`options`: writer
+    options such as file-system credentials). Raises a background commit failure.
     """
     from .paimon.committer_service import await_commits as _await
-    _await(checkpoint, timeout)
+    _await(checkpoint, timeout, options)
 
 
 def create_table_as(df, path: str, **kwargs):

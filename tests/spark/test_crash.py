@@ -33,7 +33,9 @@ OTHER_WRITER_SNAPSHOTS = 3
 CHAINS = {
     ("native", "sync"): ["files-placed@2", "before-snapshot@2", "after-snapshot@2", "tasks-done@2",
                          "during-abort@1"],
-    ("native", "pipelined"): ["accepted@2", "after-snapshot@2", "during-abort@1"],
+    # Pipelined: Spark may record every remaining batch before the service reaches a point,
+    # so the service's point comes last (the next run then has only pending batches).
+    ("native", "pipelined"): ["during-abort@1", "accepted@2", "after-snapshot@2"],
     # The fast path's tasks-done (and the pipelined chain's files-placed) run the same
     # protocol code as the chains above; the soak kills there at random.
     ("fast", "sync"): ["files-placed@2", "before-snapshot@2", "after-snapshot@2"],

@@ -64,10 +64,10 @@ def test_await_commits_returns_at_once_when_nothing_is_pending(checkpoint):
     service.await_commits(checkpoint, timeout=1)
 
 
-def test_await_commits_refuses_to_wait_for_pending_batches_no_committer_will_commit(checkpoint):
+def test_await_commits_refuses_pending_batches_of_a_checkpoint_without_a_sink_binding(checkpoint):
     store = StateStore(f"{checkpoint}/lakesink")
     PendingStore(store).put(PendingCheckpoint("u", 3, [], acknowledged=True))
-    with pytest.raises(BackgroundCommitError, match=r"Batches \[3\].*no committer runs"):
+    with pytest.raises(BackgroundCommitError, match="pending batches but no sink.json"):
         service.await_commits(checkpoint, timeout=5)
 
 
@@ -85,3 +85,26 @@ def test_await_commits_waits_while_a_committer_holds_the_lock_and_gives_up_after
 
 def test_a_wake_up_without_a_listening_committer_reports_false(checkpoint):
     assert service.wake(checkpoint) is False
+
+
+def test_a_service_that_cannot_start_records_why_for_the_next_batch(tmp_path, checkpoint):
+    import json
+    import os
+
+    import pyarrow as pa
+
+    store = StateStore(f"{checkpoint}/lakesink")
+    store.write_json("sink.json", {"format": "lakesink.stream-sink", "version": 99})
+    spec = service.spec_for(str(tmp_path / "wh" / "db.db" / "t"), checkpoint,
+                            pa.schema([("id", pa.int64())]), {"checkpointlocation": checkpoint})
+    json.dumps(spec)  # what goes over the service's stdin
+    lock = service.CheckpointLock(checkpoint)
+    assert lock.acquire(0.0)
+    inherited = os.dup(lock.fd)  # as the service inherits it: same lock, another descriptor
+    lock.release()
+
+    assert service.serve(spec, inherited) == 1
+
+    assert not service.CheckpointLock(checkpoint).is_held_elsewhere()
+    with pytest.raises(BackgroundCommitError, match="CorruptStateError: .*sink.json has an unknown format"):
+        service.raise_recorded_error(store)

@@ -205,12 +205,13 @@ def raise_recorded_error(store: StateStore) -> None:
         f"{document['message']}")
 
 
-def await_commits(checkpoint: str, timeout: float = 120.0) -> None:
+def await_commits(checkpoint: str, timeout: float = 120.0, options: dict | None = None) -> None:
     """Wait until every accepted micro-batch of `checkpoint` is committed (pipelined mode).
 
-    Raises the background committer's failure, or `BackgroundCommitError` when
-    batches stay pending with no committer running (they are committed when the
-    query restarts) or after `timeout` seconds.
+    Batches no committer will commit (a driver died after Spark recorded them and
+    the restarted query had no new batch to start one) are committed here, with
+    the table's own schema and `options` (e.g. file-system credentials). Raises
+    the background committer's failure, or `BackgroundCommitError` after `timeout`.
     """
     store = StateStore(f"{checkpoint.rstrip('/')}/lakesink")
     pending = PendingStore(store)
@@ -225,13 +226,30 @@ def await_commits(checkpoint: str, timeout: float = 120.0) -> None:
             time.sleep(0.2)  # the service may be starting, or just finished its last batch
             if pending.identifiers() and not lock.is_held_elsewhere():
                 raise_recorded_error(store)
-                raise BackgroundCommitError(
-                    f"Batches {list(waiting)} of {checkpoint} are accepted but no committer runs: "
-                    "they are committed when the query restarts on this checkpoint.")
+                _commit_pending_here(checkpoint, store, options or {})
+                continue
         if time.monotonic() > deadline:
             raise BackgroundCommitError(f"Batches {list(waiting)} of {checkpoint} still pending after "
                                         f"{timeout:.0f} s.")
         time.sleep(0.05)
+
+
+def _commit_pending_here(checkpoint: str, store: StateStore, options: dict) -> None:
+    from ..options import WriteOptions
+    from .stream import StreamSink
+    from .tables import arrow_schema, open_table
+
+    binding = store.read_json("sink.json")
+    if binding is None:
+        raise BackgroundCommitError(f"{checkpoint} has pending batches but no sink.json: not a lakesink "
+                                    "stream checkpoint, or a damaged one.")
+    write_options = WriteOptions.parse({**options, "checkpointLocation": checkpoint})
+    table = open_table(binding["table"], write_options.fs_options or None)
+    if table is None:
+        raise BackgroundCommitError(f"{checkpoint} has pending batches for {binding['table']}, "
+                                    "which no longer exists.")
+    StreamSink(binding["table"], checkpoint, arrow_schema(table), write_options,
+               "lakesink.await_commits").restore()
 
 
 def serve(spec: dict, lock_fd: int) -> int:
@@ -243,9 +261,15 @@ def serve(spec: dict, lock_fd: int) -> int:
 
     checkpoint = spec["checkpoint"]
     lock = CheckpointLock.adopt(checkpoint, lock_fd)
-    schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(spec["schema"])))
-    sink = StreamSink(spec["path"], checkpoint, schema, WriteOptions.parse(spec["options"]),
-                      "format('paimon')")
+    try:
+        schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(spec["schema"])))
+        sink = StreamSink(spec["path"], checkpoint, schema, WriteOptions.parse(spec["options"]),
+                          "format('paimon')")
+    except BaseException as exc:  # e.g. corrupt sink state: the next batch must hear of it
+        record_error(StateStore(f"{checkpoint}/lakesink"), None, exc)
+        log.exception("committer for %s could not start", checkpoint)
+        lock.release()
+        return 1
     sock_path = _socket_path(checkpoint)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(sock_path)
@@ -288,7 +312,7 @@ def serve(spec: dict, lock_fd: int) -> int:
     finally:
         sock.close()
         with contextlib.suppress(FileNotFoundError):
-            if lock._fd is not None:
+            if lock.fd is not None:  # still ours: no newer service has bound the path
                 os.unlink(sock_path)
         lock.release()
 
