@@ -1,4 +1,4 @@
-"""Run lakesink's benchmarks: `./dev bench [write|stream|read|commit|all] [--quick]`.
+"""Run lakesink's benchmarks: `./dev bench [write|stream|read|commit|aggregate|keyed|jdbc|all] [--quick]`.
 
 Every figure is a ratio measured side by side in the same run (medians of
 interleaved repeats), because these machines are noisy.
@@ -16,8 +16,12 @@ SUITES = {
     "read": ("bench.bench_read", {"rows": 10_000_000, "repeats": 3}, {"rows": 500_000, "repeats": 1}),
     "commit": ("bench.bench_commit", {"commits": 2000}, {"commits": 300}),
     "aggregate": ("bench.bench_aggregate", {}, {}),
+    "keyed": ("bench.bench_keyed", {"rows": 10_000_000, "keys": 1_000_000, "repeats": 3, "pypaimon_rows": 1_000_000},
+              {"rows": 500_000, "keys": 50_000, "repeats": 1, "pypaimon_rows": 100_000}),
+    "jdbc": ("bench.bench_jdbc", {"rows": 1_000_000, "repeats": 3, "batches": 40},
+             {"rows": 100_000, "repeats": 1, "batches": 6}),
 }
-NEEDS_SPARK = {"write", "stream", "read"}
+NEEDS_SPARK = {"write", "stream", "read", "keyed", "jdbc"}
 
 
 def main(argv=None) -> int:

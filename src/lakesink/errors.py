@@ -11,9 +11,19 @@ from collections.abc import Iterable
 
 
 class LakesinkError(Exception):
-    """Base of all lakesink errors."""
+    """Base of all lakesink errors.
+
+    Structured fields, where they apply (None otherwise): `table` (path or name),
+    `option`, `snapshot`, `commit_user`, `identifier`.
+    """
 
     retryable = False
+
+    def __init__(self, message: str = "", *, table: str | None = None, option: str | None = None,
+                 snapshot: int | None = None, commit_user: str | None = None, identifier: int | None = None):
+        super().__init__(message)
+        self.table, self.option, self.snapshot = table, option, snapshot
+        self.commit_user, self.identifier = commit_user, identifier
 
 
 class ConfigurationError(LakesinkError, ValueError):
@@ -27,14 +37,14 @@ class UnknownOptionError(ConfigurationError):
         hint = f" Did you mean {', '.join(repr(k) for k in close)}?" if close else ""
         super().__init__(
             f"Unknown option {key!r}.{hint} Lakesink options are listed in docs/options.md; "
-            "Paimon table options are passed through by their Paimon names."
+            "Paimon table options are passed through by their Paimon names.", option=key
         )
 
 
 class InvalidOptionError(ConfigurationError):
     def __init__(self, key: str, value: object, expected: str):
         self.key, self.value = key, value
-        super().__init__(f"Option {key!r} has invalid value {value!r}: expected {expected}.")
+        super().__init__(f"Option {key!r} has invalid value {value!r}: expected {expected}.", option=key)
 
 
 class SchemaMismatchError(LakesinkError, ValueError):
@@ -51,6 +61,18 @@ class NotAPaimonTableError(LakesinkError):
 
 class TableAlreadyExistsError(LakesinkError):
     """A create found the table already there."""
+
+
+class SnapshotNotFoundError(LakesinkError, ValueError):
+    """A snapshot asked for (by id, time or stream position) does not exist or has expired."""
+
+
+class TagNotFoundError(LakesinkError, ValueError):
+    """A tag asked for does not exist."""
+
+
+class UnsafePublicationError(ConfigurationError):
+    """The table's storage has no atomic create and no lock was configured."""
 
 
 class CommitFailedError(LakesinkError):
@@ -83,6 +105,14 @@ class CheckpointMismatchError(LakesinkError):
     """A checkpoint belongs to another table or another sink."""
 
 
+class EnvironmentSetupError(LakesinkError):
+    """Something lakesink needs on this machine is missing (e.g. a Java runtime for Spark)."""
+
+
+class JobAbortedError(CommitFailedError):
+    """A task found its job's staging gone: the job was aborted; nothing of it is committed."""
+
+
 class CorruptStateError(LakesinkError):
     """A durable state file is unreadable or of an unknown format version."""
 
@@ -112,3 +142,19 @@ class MaintenanceError(LakesinkError):
     """
 
     retryable = True
+
+
+class DatabaseConnectionError(LakesinkError):
+    """A database could not be reached or refused the credentials. Nothing was written."""
+
+    retryable = True
+
+
+class UnsupportedTypeError(SchemaMismatchError):
+    """A column's type has no exact counterpart in the target. Nothing was written."""
+
+
+class DuplicateKeyError(CommitFailedError):
+    """An upsert's rows hold one key twice (or a null key); the commit did not land."""
+
+    retryable = False

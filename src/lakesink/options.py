@@ -1,14 +1,20 @@
-"""Every option lakesink reads: keys, defaults and checks in one place.
+"""Every option lakesink reads, declared once: key, aliases, type, default, scope, meaning.
 
-Write options are of three kinds:
+Scopes:
 
-* lakesink's own (table below), documented in docs/options.md;
-* Paimon table options, by their Paimon names (`file.format`, `target-file-size`,
-  `snapshot.num-retained.max`, ...): used when lakesink creates the table and
-  stored in its schema; on an existing table they must not contradict it;
-* options Spark adds by itself (`path`, `checkpointlocation`, `queryname`).
+* `write`: lakesink's own write options (`lakesink.write(options=...)`,
+  `.option()` on `format("paimon")` writers, `lakesink.stream`);
+* `ctas`: `lakesink.create_table_as` / `replace_table_as` only;
+* `read`, `stream-read`: `spark.read` / `spark.readStream.format("paimon")`;
+* `table`: Paimon table options lakesink honours (stored in the table's schema,
+  given as write options when lakesink creates the table); any other Paimon
+  table option pypaimon knows passes through unchanged;
+* `storage`: how to reach the table's files and publish its snapshots; never
+  stored in the table.
 
-Anything else is an error naming the key, so a typo never silently does nothing.
+Anything else is an error naming the key (and a close match), so a typo never
+silently does nothing. `docs/options.md` is generated from this registry
+(`python -m lakesink.options`); a test keeps them equal.
 """
 
 from __future__ import annotations
@@ -16,61 +22,287 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from . import storage
 from .errors import InvalidOptionError, UnknownOptionError
-
-# key: (default, meaning)
-LAKESINK_OPTIONS: dict[str, tuple[str | None, str]] = {
-    "partition": (None, "Comma-separated partition columns of a table lakesink creates (Paimon's name)."),
-    "primary-key": (None, "Comma-separated primary key of a table lakesink creates (not writable yet)."),
-    "commit.user": (None, "Stable commit user. With commit.identifier, re-running a job that already "
-                          "committed commits nothing (idempotent re-runs)."),
-    "commit.identifier": (None, "Increasing integer identifying this job for commit.user (e.g. a run number)."),
-    "partitionOverwriteMode": ("static", "Spark's name: `static` overwrites the whole table, `dynamic` only "
-                                         "the partitions written. Paimon's `dynamic-partition-overwrite` also works."),
-    "checkpointLocation": (None, "Streaming: the query's checkpoint directory (required)."),
-    "commit.mode": ("sync", "Streaming: `sync` commits each micro-batch before the next starts; `pipelined` "
-                            "accepts it durably and commits while the next batch runs."),
-    "commit.empty-batches": ("false", "Streaming: make a snapshot for micro-batches without rows."),
-    "maintenance.enabled": ("true", "Run snapshot/partition/tag expiry after each commit, in the background."),
-    "aggregator.enabled": ("false", "After each commit, bin small files per partition up to `target-file-size` "
-                                    "and replace them by one file in a COMPACT snapshot (docs/compaction.md)."),
-}
 
 # Paimon stores identifiers as signed 64-bit longs and reserves the largest for
 # one-off batch commits.
-MAX_COMMIT_IDENTIFIER = 0x7FFFFFFFFFFFFFFF - 1
+BATCH_IDENTIFIER = 0x7FFFFFFFFFFFFFFF
+MAX_COMMIT_IDENTIFIER = BATCH_IDENTIFIER - 1
 
 # Options Spark passes to a Python data source on its own.
 SPARK_SUPPLIED = {"path", "paths", "checkpointlocation", "queryname", "__partition_columns"}
 
-# Paimon table options lakesink knows beyond those pypaimon declares.
-_EXTRA_PAIMON_KEYS = {
-    "snapshot.num-retained.min", "snapshot.num-retained.max", "snapshot.time-retained",
-    "snapshot.expire.limit", "partition.expiration-time", "partition.expiration-check-interval",
-    "partition.timestamp-formatter", "partition.timestamp-pattern", "tag.automatic-creation",
-    "tag.creation-period", "tag.num-retained-max", "tag.default-time-retained", "consumer.expiration-time",
-    "manifest.merge-min-count", "manifest.full-compaction-threshold-size", "compaction.min.file-num",
-    "write-only", "parquet.compression", "file.compression",
+SCOPES = {
+    "write": "Write options (lakesink's own)",
+    "ctas": "CREATE / REPLACE TABLE AS",
+    "read": "Batch read options (`spark.read.format(\"paimon\")`)",
+    "stream-read": "Streaming read options (`spark.readStream.format(\"paimon\")`)",
+    "table": "Paimon table options lakesink honours",
+    "storage": "Storage options",
 }
 
 
+@dataclass(frozen=True)
+class Option:
+    key: str
+    scope: str
+    kind: str                 # bool | int | duration | size | choice | string | columns
+    default: object
+    doc: str
+    aliases: tuple[str, ...] = ()
+    choices: tuple[str, ...] = ()
+    minimum: int | None = None
+    maximum: int | None = None
+    default_text: str | None = None  # how the docs show a default that is not a plain value
+    also: tuple[str, ...] = ()       # further scopes that accept the option
+
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        return (self.scope, *self.also)
+
+    def parse(self, value: object, given_key: str | None = None):
+        """The typed value; an `InvalidOptionError` naming the key as the user spelled it."""
+        key = given_key or self.key
+        text = str(value).strip()
+        if self.kind == "bool":
+            low = text.lower()
+            if low in ("true", "1", "yes"):
+                return True
+            if low in ("false", "0", "no"):
+                return False
+            raise InvalidOptionError(key, value, "true or false")
+        if self.kind == "int":
+            try:
+                number = int(text)
+            except ValueError:
+                raise InvalidOptionError(key, value, "an integer") from None
+            if self.minimum is not None and number < self.minimum:
+                raise InvalidOptionError(key, value, f"an integer >= {self.minimum}")
+            if self.maximum is not None and number > self.maximum:
+                raise InvalidOptionError(key, value, f"an integer <= {self.maximum}")
+            return number
+        if self.kind == "duration":
+            from pypaimon.common.time_utils import parse_duration
+            try:
+                return int(parse_duration(text))
+            except ValueError:
+                raise InvalidOptionError(key, value, "a duration such as '1 h', '30 min', '7 d'") from None
+        if self.kind == "size":
+            from pypaimon.common.memory_size import MemorySize
+            try:
+                return MemorySize.parse(text).get_bytes()
+            except (ValueError, TypeError):
+                raise InvalidOptionError(key, value, "a size such as '128 mb'") from None
+        if self.kind == "choice":
+            low = text.lower()
+            if low not in self.choices:
+                raise InvalidOptionError(key, value, "one of " + ", ".join(self.choices))
+            return low
+        if self.kind == "columns":
+            return [c.strip() for c in text.split(",") if c.strip()]
+        if not text:
+            raise InvalidOptionError(key, value, "a non-empty string")
+        return text
+
+
+REGISTRY: dict[str, Option] = {}
+
+
+def _declare(*options: Option) -> None:
+    for option in options:
+        assert option.key not in REGISTRY, option.key
+        REGISTRY[option.key] = option
+
+
+_declare(
+    # -- write ---------------------------------------------------------------------
+    Option("partition", "write", "columns", [], "Comma-separated partition columns of a table lakesink "
+           "creates (Paimon's name; `partition_by=[...]` on the Python API). Must match an existing table's.",
+           default_text="none"),
+    Option("primary-key", "write", "columns", [], "Comma-separated primary key of a table lakesink creates "
+           "(`primary_key=[...]` on `lakesink.write`; the fast path writes keyed tables, see docs/keyed.md).",
+           default_text="none"),
+    Option("commit.user", "write", "string", None, "Stable commit user. With `commit.identifier`, a re-run "
+           "of a batch job that already committed commits nothing and writes nothing.",
+           default_text="random per batch job; derived from the query id for streams"),
+    Option("commit.identifier", "write", "int", None, "Increasing integer naming this job for `commit.user` "
+           "(e.g. a run number or date), 0 ≤ n < 2^63−1. An identifier at or below the last one committed "
+           "by the same user is skipped. Batch writes take `commit.user` and `commit.identifier` together "
+           "or neither.", minimum=0, maximum=MAX_COMMIT_IDENTIFIER, default_text="Paimon's batch identifier"),
+    Option("partitionOverwriteMode", "write", "choice", "static", "Spark's name: `static` overwrites the "
+           "whole table, `dynamic` only the partitions written.", choices=("static", "dynamic")),
+    Option("dynamic-partition-overwrite", "write", "bool", False, "Paimon's name for "
+           "`partitionOverwriteMode=dynamic` (`true`) / `static` (`false`)."),
+    Option("checkpointLocation", "write", "string", None, "Streaming: the query's checkpoint directory; "
+           "required (exactly-once needs it).", default_text="none"),
+    Option("commit.mode", "write", "choice", "sync", "Streaming: `sync` commits each micro-batch before "
+           "the next starts; `pipelined` accepts it durably and commits while the next batch runs (fast "
+           "path: a driver thread; `format(\"paimon\")`: a committer process per checkpoint, see "
+           "docs/design.md).", choices=("sync", "pipelined")),
+    Option("commit.empty-batches", "write", "bool", False, "Streaming: make a snapshot for micro-batches "
+           "without rows."),
+    Option("maintenance.enabled", "write", "bool", True, "Run snapshot/partition/tag expiry after each "
+           "commit, in the background."),
+    Option("aggregator.enabled", "write", "bool", False, "After each commit, bin small files per partition "
+           "up to `target-file-size` and replace them by one file in a COMPACT snapshot. See "
+           "[compaction.md](compaction.md)."),
+    # -- ctas ----------------------------------------------------------------------
+    Option("ctas.atomicity-enabled", "ctas", "bool", True, "Stage the table and publish it atomically; "
+           "`false` writes in place (object stores, which have no atomic directory rename)."),
+    # -- batch read ----------------------------------------------------------------
+    Option("filter-pushdown", "read", "bool", False, "Take Spark's filters (also needs "
+           "`spark.sql.python.filterPushdown.enabled=true`)."),
+    Option("scan.snapshot-id", "read", "int", None, "Time travel: read this snapshot. Streaming: the "
+           "start of `scan.mode=from-snapshot[-full]`.", aliases=("snapshot-id",), minimum=1,
+           default_text="latest", also=("stream-read",)),
+    Option("scan.tag-name", "read", "string", None, "Time travel: read the snapshot of this tag.",
+           aliases=("tag",), default_text="none"),
+    Option("scan.timestamp-millis", "read", "string", None, "Time travel: the latest snapshot committed at "
+           "or before this time (epoch millis or ISO-8601). Streaming: the start of "
+           "`scan.mode=from-timestamp`.", aliases=("timestamp",), default_text="none", also=("stream-read",)),
+    # -- streaming read ------------------------------------------------------------
+    Option("scan.mode", "stream-read", "choice", "default", "Where a new query starts: `default` "
+           "(Paimon's: `from-snapshot` with `scan.snapshot-id`, `from-timestamp` with "
+           "`scan.timestamp-millis`, else `latest-full`), `latest-full` (the current rows, then new "
+           "ones, as Paimon and Delta start), `latest` (only rows committed after the query starts), "
+           "`earliest` (everything still retained), `from-snapshot` / `from-snapshot-full` (with "
+           "`scan.snapshot-id`), `from-timestamp` (with `scan.timestamp-millis`).",
+           choices=("default", "latest-full", "latest", "earliest", "from-snapshot", "from-snapshot-full",
+                    "from-timestamp")),
+    Option("consumer-id", "stream-read", "string", None, "Record progress in the table's consumer file "
+           "(expiry keeps what it still needs); a new query with the same id resumes there.",
+           default_text="none"),
+    Option("streaming-read-overwrite", "stream-read", "bool", False, "Also emit the rows an OVERWRITE "
+           "snapshot adds."),
+    Option("read.stream.maxRowsPerTrigger", "stream-read", "int", None, "A micro-batch takes whole "
+           "snapshots holding up to this many added rows; a larger snapshot is read alone (never split).",
+           aliases=("maxRowsPerTrigger",), minimum=1, default_text="unlimited"),
+    # -- Paimon table options lakesink honours -----------------------------------------
+    Option("file.format", "table", "choice", "parquet", "Data file format; lakesink writes `parquet`.",
+           choices=("parquet", "orc", "avro")),
+    Option("file.compression", "table", "string", "snappy", "Parquet compression of the files lakesink "
+           "writes (Paimon's default is zstd; lakesink keeps Spark's snappy)."),
+    Option("parquet.compression", "table", "string", None, "Paimon's Parquet-specific compression key "
+           "(stored; `file.compression` decides what lakesink writes).", default_text="none"),
+    Option("bucket", "table", "int", -1, "Buckets; lakesink writes unaware-bucket append tables (`-1`)."),
+    Option("target-file-size", "table", "size", 128 * 1024 * 1024, "Size the aggregator, compaction and "
+           "the Spark-native writer aim files at.", default_text="128 mb"),
+    Option("compaction.min.file-num", "table", "int", 5, "Small files of one partition merged by the "
+           "aggregator even below `target-file-size` (Paimon's default, 5).", minimum=2),
+    Option("write-only", "table", "bool", False, "Paimon: skip compaction in writers (stored)."),
+    Option("rowkind.field", "table", "string", None, "Keyed tables: the column holding each row's kind "
+           "(`+I`, `-U`, `+U`, `-D`); other values fail the job.", default_text="none"),
+    Option("snapshot.num-retained.min", "table", "int", 10, "Snapshots always kept by expiry.", minimum=1),
+    Option("snapshot.num-retained.max", "table", "int", 2**31 - 1, "Snapshots kept at most.", minimum=1,
+           default_text="unlimited"),
+    Option("snapshot.time-retained", "table", "duration", 3_600_000, "Snapshots younger than this are "
+           "kept.", default_text="1 h"),
+    Option("snapshot.expire.limit", "table", "int", 10, "Snapshots expired at most per run after a commit.",
+           minimum=1),
+    Option("partition.expiration-time", "table", "duration", None, "Drop partitions whose time (from their "
+           "values) is older than this.", default_text="never"),
+    Option("partition.expiration-check-interval", "table", "duration", None, "Paimon's check interval "
+           "(stored; lakesink checks after every commit).", default_text="none"),
+    Option("partition.timestamp-formatter", "table", "string", None, "How partition values read as times "
+           "(Java pattern, e.g. `yyyyMMdd`).", default_text="`yyyy-MM-dd` and friends"),
+    Option("partition.timestamp-pattern", "table", "string", None, "How partition columns form a time "
+           "(e.g. `$dt $hour:00:00`).", default_text="first partition column"),
+    Option("tag.automatic-creation", "table", "choice", "none", "`process-time`: tag each complete period.",
+           choices=("none", "process-time", "watermark", "batch")),
+    Option("tag.creation-period", "table", "choice", "daily", "Period of automatic tags.",
+           choices=("daily", "hourly", "two-hours")),
+    Option("tag.num-retained-max", "table", "int", None, "Automatic tags kept at most.", minimum=1,
+           default_text="unlimited"),
+    Option("tag.default-time-retained", "table", "string", None, "How long a new tag is kept.",
+           default_text="forever"),
+    Option("consumer.expiration-time", "table", "duration", None, "Consumers idle this long are removed.",
+           default_text="never"),
+    Option("manifest.merge-min-count", "table", "int", 30, "Manifests merged when this many small ones "
+           "accumulate."),
+    Option("manifest.target-file-size", "table", "size", 8 * 1024 * 1024, "Size of merged manifests.",
+           default_text="8 mb"),
+    Option("manifest.full-compaction-threshold-size", "table", "size", 16 * 1024 * 1024, "Deleted entries "
+           "above this size trigger a full manifest compaction.", default_text="16 mb"),
+    # -- storage -------------------------------------------------------------------
+    Option("commit.lock", "storage", "string", None, "Storages with no atomic create-if-absent (not local, "
+           "not S3): `file:/path` of a lock file all writers share (see docs/storage.md).",
+           default_text="none"),
+    Option("commit.allow-unsafe-publication", "storage", "bool", False, "Use pypaimon's non-atomic "
+           "publication on such storages anyway (concurrent commits may be lost)."),
+)
+
+# Keys of the `fs.*` / `s3.*` family documented as one row.
+STORAGE_FAMILY_DOC = ("File-system options for pypaimon, e.g. `fs.s3.endpoint`, `fs.s3.accessKeyId`, "
+                      "`fs.s3.accessKeySecret`, `fs.s3.region`, `s3.path-style-access`.")
+
+
+def option(key: str) -> Option:
+    return REGISTRY[key]
+
+
+def _index(scopes: tuple[str, ...]) -> dict[str, str]:
+    """Lower-cased spelling → canonical key, for the options of `scopes`."""
+    out = {}
+    for opt in REGISTRY.values():
+        if set(opt.scopes) & set(scopes):
+            for spelling in (opt.key, *opt.aliases):
+                out[spelling.lower()] = opt.key
+    return out
+
+
 def paimon_option_keys() -> set[str]:
+    """Every Paimon table option: pypaimon's declared ones and those declared here."""
     from pypaimon.common.options.config_option import ConfigOption
     from pypaimon.common.options.core_options import CoreOptions
 
     keys = {v.key() for v in vars(CoreOptions).values() if isinstance(v, ConfigOption)}
-    return keys | _EXTRA_PAIMON_KEYS
+    return keys | {o.key for o in REGISTRY.values() if o.scope == "table"}
 
 
 def is_storage_option(key: str) -> bool:
-    """File-system options (pypaimon's `fs.s3.endpoint`, `s3.path-style-access`, ...) and the
-    snapshot publication options (docs/storage.md): used to reach the table, never stored in it."""
-    from .paimon.publish import PUBLICATION_OPTIONS
-    return key.startswith(("fs.", "s3.", "s3a.")) or key in PUBLICATION_OPTIONS
+    """File-system and publication options: used to reach the table, never stored in it."""
+    return storage.is_storage_key(key) or (key in REGISTRY and REGISTRY[key].scope == "storage")
 
 
-def _lower_map(options: Mapping[str, object]) -> dict[str, str]:
-    return {str(k): str(v) for k, v in options.items() if v is not None}
+def parse(raw: Mapping[str, object], scopes: tuple[str, ...]) -> dict[str, object]:
+    """Typed values by canonical key, for options of `scopes`; Spark's own keys and storage
+    options (see `storage_options`) skipped. Unknown keys are an error naming the known ones.
+    """
+    index = _index(scopes)
+    out: dict[str, object] = {}
+    for key, value in raw.items():
+        if value is None:
+            continue
+        low = str(key).lower()
+        if low in SPARK_SUPPLIED:
+            continue
+        canonical = index.get(low)
+        if canonical is None and is_storage_option(str(key)):
+            continue  # read with `storage_options`
+        if canonical is None:
+            raise UnknownOptionError(str(key), sorted({s for o in REGISTRY.values() if set(o.scopes) & set(scopes)
+                                                       for s in (o.key, *o.aliases)}))
+        out[canonical] = REGISTRY[canonical].parse(value, str(key))
+    return out
+
+
+def storage_options(raw: Mapping[str, object]) -> dict[str, str]:
+    """The storage options among `raw` (by pypaimon's spelling): how to reach the files."""
+    return {storage.canonical_key(str(k)): str(v) for k, v in raw.items()
+            if v is not None and is_storage_option(str(k))}
+
+
+def table_value(table_options: Mapping[str, object], key: str):
+    """A table option's typed value from a table's options (its default when unset)."""
+    opt = REGISTRY[key]
+    raw = table_options.get(key)
+    return opt.default if raw is None else opt.parse(raw)
+
+
+def table_options_of(table) -> dict[str, str]:
+    """A pypaimon table's options as a plain dict."""
+    return dict(table.options.options.to_map())
 
 
 @dataclass
@@ -81,7 +313,7 @@ class WriteOptions:
     primary_keys: list[str] = field(default_factory=list)
     commit_user: str | None = None
     commit_identifier: int | None = None
-    dynamic_overwrite: bool = False
+    dynamic_overwrite: bool | None = None  # None: not given (the session's setting decides)
     checkpoint_location: str | None = None
     commit_mode: str = "sync"
     commit_empty_batches: bool = False
@@ -93,84 +325,109 @@ class WriteOptions:
     query_name: str | None = None
 
     @classmethod
-    def parse(cls, options: Mapping[str, object]) -> WriteOptions:
-        raw = _lower_map(options)
+    def parse(cls, options: Mapping[str, object], scopes: tuple[str, ...] = ("write",)) -> WriteOptions:
+        raw = {str(k): str(v) for k, v in options.items() if v is not None}
+        spark_partitions: list[str] = []
         known_paimon = paimon_option_keys()
-        ours = {k.lower(): k for k in LAKESINK_OPTIONS}
+        ours = _index(scopes)
         out = cls()
+        typed: dict[str, object] = {}
         for key, value in raw.items():
             low = key.lower()
             canonical = ours.get(low)
-            if canonical == "partition":
-                out.partition_keys = _columns(value)
-            elif canonical == "primary-key":
-                out.primary_keys = _columns(value)
-            elif canonical == "commit.user":
-                if not value.strip():
-                    raise InvalidOptionError(key, value, "a non-empty string")
-                out.commit_user = value.strip()
-            elif canonical == "commit.identifier":
-                out.commit_identifier = _int(key, value, minimum=0, maximum=MAX_COMMIT_IDENTIFIER)
-            elif canonical == "partitionOverwriteMode":
-                out.dynamic_overwrite = _choice(key, value, ("static", "dynamic")) == "dynamic"
-            elif canonical == "checkpointLocation":
-                out.checkpoint_location = value
-            elif canonical == "commit.mode":
-                out.commit_mode = _choice(key, value, ("sync", "pipelined"))
-            elif canonical == "commit.empty-batches":
-                out.commit_empty_batches = _bool(key, value)
-            elif canonical == "maintenance.enabled":
-                out.maintenance = _bool(key, value)
-            elif canonical == "aggregator.enabled":
-                out.aggregator = _bool(key, value)
+            if canonical is not None:
+                typed[canonical] = REGISTRY[canonical].parse(value, key)
             elif low == "path":
                 out.path = value
             elif low == "queryname":
                 out.query_name = value
+            elif low == "__partition_columns":
+                spark_partitions = _json_columns(key, value)
             elif low in SPARK_SUPPLIED:
                 continue
-            elif key == "dynamic-partition-overwrite":
-                out.dynamic_overwrite = _bool(key, value)
             elif is_storage_option(key):
-                from .paimon.publish import canonical_storage_key
-                out.fs_options[canonical_storage_key(key)] = value
+                out.fs_options[storage.canonical_key(key)] = value
             elif key in known_paimon:
+                if key in REGISTRY:
+                    REGISTRY[key].parse(value, key)  # a bad value fails here, not after the write
                 out.table_options[key] = value
             else:
-                raise UnknownOptionError(key, list(LAKESINK_OPTIONS) + sorted(known_paimon))
-        if (out.commit_identifier is None) != (out.commit_user is None) and out.commit_identifier is not None:
+                raise UnknownOptionError(key, [o.key for o in REGISTRY.values() if o.scope in scopes]
+                                         + sorted(known_paimon))
+        out.partition_keys = typed.get("partition", [])
+        if spark_partitions:  # `.partitionBy(...)` on a format("paimon") writer: Paimon's partition keys
+            if out.partition_keys and out.partition_keys != spark_partitions:
+                raise InvalidOptionError("partition", ",".join(out.partition_keys),
+                                         f"the same columns as .partitionBy({', '.join(spark_partitions)})")
+            out.partition_keys = spark_partitions
+        out.primary_keys = typed.get("primary-key", [])
+        out.commit_user = typed.get("commit.user")
+        out.commit_identifier = typed.get("commit.identifier")
+        if "partitionOverwriteMode" in typed:
+            out.dynamic_overwrite = typed["partitionOverwriteMode"] == "dynamic"
+        if "dynamic-partition-overwrite" in typed:
+            out.dynamic_overwrite = typed["dynamic-partition-overwrite"]
+        out.checkpoint_location = typed.get("checkpointLocation")
+        out.commit_mode = typed.get("commit.mode", "sync")
+        out.commit_empty_batches = typed.get("commit.empty-batches", False)
+        out.maintenance = typed.get("maintenance.enabled", True)
+        out.aggregator = typed.get("aggregator.enabled", False)
+        if out.commit_identifier is not None and out.commit_user is None:
             raise InvalidOptionError("commit.identifier", out.commit_identifier,
                                      "to be given together with commit.user")
         return out
 
 
-def _columns(value: str) -> list[str]:
-    return [c.strip() for c in value.split(",") if c.strip()]
-
-
-def _int(key: str, value: str, minimum: int | None = None, maximum: int | None = None) -> int:
+def _json_columns(key: str, value: str) -> list[str]:
+    import json
     try:
-        number = int(value.strip())
+        columns = json.loads(value)
     except ValueError:
-        raise InvalidOptionError(key, value, "an integer") from None
-    if minimum is not None and number < minimum:
-        raise InvalidOptionError(key, value, f"an integer >= {minimum}")
-    if maximum is not None and number > maximum:
-        raise InvalidOptionError(key, value, f"an integer <= {maximum}")
-    return number
+        raise InvalidOptionError(key, value, "a JSON list of column names (set by Spark's partitionBy)") from None
+    return [str(c) for c in columns]
 
 
-def _bool(key: str, value: str) -> bool:
-    low = value.strip().lower()
-    if low in ("true", "1", "yes"):
-        return True
-    if low in ("false", "0", "no"):
-        return False
-    raise InvalidOptionError(key, value, "true or false")
+# ---------------------------------------------------------------- docs/options.md
+
+BEGIN, END = "<!-- BEGIN GENERATED: python -m lakesink.options -->", "<!-- END GENERATED -->"
 
 
-def _choice(key: str, value: str, choices: tuple[str, ...]) -> str:
-    low = value.strip().lower()
-    if low not in choices:
-        raise InvalidOptionError(key, value, "one of " + ", ".join(choices))
-    return low
+def _default_text(opt: Option) -> str:
+    if opt.default_text is not None:
+        return opt.default_text
+    if isinstance(opt.default, bool):
+        return f"`{str(opt.default).lower()}`"
+    if opt.default is None or opt.default == []:
+        return "none"
+    return f"`{opt.default}`"
+
+
+def render_markdown() -> str:
+    """The option tables of docs/options.md, one per scope."""
+    lines = [BEGIN]
+    for scope, title in SCOPES.items():
+        lines += ["", f"### {title}", "", "| key | default | meaning |", "|---|---|---|"]
+        for opt in REGISTRY.values():
+            if opt.scope != scope:
+                continue
+            key = f"`{opt.key}`" + "".join(f" (`{a}`)" for a in opt.aliases)
+            lines.append(f"| {key} | {_default_text(opt)} | {opt.doc} |")
+        if scope == "storage":
+            lines.append(f"| `fs.*`, `s3.*` | none | {STORAGE_FAMILY_DOC} |")
+    lines += ["", END]
+    return "\n".join(lines)
+
+
+def _main() -> int:
+    import sys
+    from pathlib import Path
+
+    page = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("docs/options.md")
+    text = page.read_text()
+    start, stop = text.index(BEGIN), text.index(END) + len(END)
+    page.write_text(text[:start] + render_markdown() + text[stop:])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

@@ -19,6 +19,9 @@ def main(path: str) -> None:
     df.where("id < 3").write.format("paimon").mode("append").save(path)
     lakesink.write(df, path)  # the fast path: the Connect server's JVM writes the Parquet
     print("COUNT", spark.read.format("paimon").load(path).count(), flush=True)
+    print("READ", lakesink.read(spark, path).count(), lakesink.read(spark, path, filter="id > 100").count(), flush=True)
+    report = lakesink.compact(spark, path, progress=False)  # rewrites in this process: no SparkContext here
+    print("COMPACTED", report.commit_kind, lakesink.read(spark, path).count(), flush=True)
     spark.stop()
 
 

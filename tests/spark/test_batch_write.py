@@ -84,7 +84,8 @@ def test_readers_never_see_files_of_a_job_that_has_not_committed(spark, table_pa
 @pytest.mark.parametrize("path_kind", PATHS)
 def test_overwrite_replaces_the_whole_table_in_one_snapshot(spark, table_path, path_kind):
     write(spark.range(6).selectExpr("id", "cast(id % 2 as string) as p"), table_path, path_kind, partition="p")
-    write(spark.range(100, 103).selectExpr("id", "'1' as p"), table_path, path_kind, mode="overwrite")
+    write(spark.range(100, 103).selectExpr("id", "'1' as p"), table_path, path_kind, mode="overwrite",
+          partitionOverwriteMode="static")
     assert rows(table_path) == [(100, "1"), (101, "1"), (102, "1")]
     assert [s.commit_kind for s in snapshots(table_path)] == ["APPEND", "OVERWRITE"]
     assert len(read_table(table_path, snapshot_id=1)) == 6  # time travel still sees the old data
@@ -109,11 +110,46 @@ def test_an_overwrite_with_no_rows_empties_the_table(spark, table_path, path_kin
     assert len(snapshots(table_path)) == 2
 
 
+def test_the_fast_path_follows_the_sessions_partition_overwrite_mode(spark, table_path):
+    lakesink.write(spark.createDataFrame([(1, "a"), (2, "b")], "id long, p string"), table_path, partition_by=["p"])
+    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
+    try:
+        lakesink.write(spark.createDataFrame([(5, "b")], "id long, p string"), table_path, mode="overwrite")
+    finally:
+        spark.conf.unset("spark.sql.sources.partitionOverwriteMode")
+    assert rows(table_path) == [(1, "a"), (5, "b")]  # partition a kept: the session said dynamic
+    lakesink.write(spark.createDataFrame([(7, "c")], "id long, p string"), table_path, mode="overwrite")
+    assert rows(table_path) == [(7, "c")]  # Spark's default: static, the whole table
+
+
+def test_a_native_overwrite_of_a_partitioned_table_must_say_static_or_dynamic(spark, table_path):
+    lakesink.write(spark.createDataFrame([(1, "a"), (2, "b")], "id long, p string"), table_path, partition_by=["p"])
+    before = snapshots(table_path)
+    with pytest.raises(Exception, match="partitionOverwriteMode"):
+        spark.createDataFrame([(5, "b")], "id long, p string").write.format("paimon").mode("overwrite").save(table_path)
+    assert rows(table_path) == [(1, "a"), (2, "b")] and len(snapshots(table_path)) == len(before)
+    assert leftover_files(table_path) == set()
+
+
+def test_partition_by_on_a_native_writer_is_refused_by_spark_and_the_partition_option_works(spark, table_path):
+    # Spark 4.3 compares .partitionBy() with a Python data source's (empty) partitioning and
+    # refuses the write before it reaches lakesink: the documented way is the option.
+    df = spark.createDataFrame([(1, "a"), (2, "b")], "id long, p string")
+    with pytest.raises(Exception, match="partitioning"):
+        df.write.format("paimon").mode("append").partitionBy("p").save(table_path)
+    assert not os.path.exists(os.path.join(table_path, "snapshot"))
+    df.write.format("paimon").mode("append").option("partition", "p").save(table_path)
+    from pypaimon.table.file_store_table import FileStoreTable
+    assert FileStoreTable.from_path(table_path).partition_keys == ["p"]
+    assert rows(table_path) == [(1, "a"), (2, "b")]
+
+
 # -- SQL ---------------------------------------------------------------------
 
 def test_sql_insert_into_and_insert_overwrite_through_a_temporary_view_using_paimon(spark, table_path):
     lakesink.write(spark.createDataFrame([(1, "a")], "id long, p string"), table_path, partition_by=["p"])
-    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW sql_t USING paimon OPTIONS (path '{table_path}')")
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW sql_t USING paimon "
+              f"OPTIONS (path '{table_path}', partitionOverwriteMode 'static')")
     spark.sql("INSERT INTO sql_t VALUES (2, 'a'), (3, 'b')")
     assert rows(table_path) == [(1, "a"), (2, "a"), (3, "b")]
     spark.sql("INSERT OVERWRITE sql_t SELECT 9, 'c'")

@@ -145,3 +145,49 @@ def test_a_streaming_query_and_repeated_compactions_on_one_table_keep_every_row_
     users = Counter(s.commit_user.split("-")[1] for s in snapshots(table) if s.commit_kind == "COMPACT")
     assert users["compact"] >= 1
     assert leftover_files(table) == set()
+
+
+def test_the_aggregator_works_on_a_pipelined_format_paimon_stream(spark, tmp_path):
+    """Its batches are committed by the checkpoint's committer process, which also aggregates."""
+    source, table, chk = tmp_path / "source", str(tmp_path / "wh" / "db.db" / "t"), str(tmp_path / "chk")
+    source.mkdir()
+    schema = pa.schema([("id", pa.int64()), ("day", pa.int32()), ("payload", pa.string())])
+    batches, rows = 6, 40
+    for b in range(batches):
+        ids = list(range(b * rows, (b + 1) * rows))
+        pq.write_table(pa.table({"id": ids, "day": pa.array([0] * rows, pa.int32()),
+                                 "payload": [f"r{i}" for i in ids]}, schema=schema), source / f"{b:03d}.parquet")
+    sdf = (spark.readStream.schema("id long, day int, payload string").option("maxFilesPerTrigger", 1)
+           .parquet(str(source)).repartition(2))
+    query = (sdf.writeStream.format("paimon").option("checkpointLocation", chk).option("partition", "day")
+             .option("commit.mode", "pipelined").option("aggregator.enabled", "true")
+             .option("target-file-size", "8kb").option("compaction.min.file-num", "3")
+             .trigger(availableNow=True).start(table))
+    assert query.awaitTermination(240)
+    assert query.exception() is None
+    lakesink.await_commits(chk)
+
+    ids = read_table(table).column("id").to_pylist()
+    assert sorted(ids) == list(range(batches * rows))
+    kinds = Counter(s.commit_kind for s in snapshots(table))
+    assert kinds["APPEND"] == batches and kinds["COMPACT"] >= 1, kinds
+    assert len(live_files(open_table(table))) < 2 * batches
+    assert leftover_files(table) == set()
+
+
+def test_repeated_small_batch_jobs_with_the_aggregator_keep_the_file_count_bounded(spark, table_path):
+    """Each job writes 4 small files per run; the aggregator also merges what earlier jobs left."""
+    jobs, ids = 12, []
+    for j in range(jobs):
+        rows = [(j * 100 + i, i % 2, f"p{j}-{i}") for i in range(40)]
+        df = spark.createDataFrame(rows, "id long, day int, payload string").repartition(2)
+        lakesink.write(df, table_path, partition_by=["day"],
+                       options={"aggregator.enabled": "true", "compaction.min.file-num": "5"})
+        ids += [r[0] for r in rows]
+    assert ids_of(table_path) == sorted(ids)
+    live = live_files(open_table(table_path))
+    per_day = Counter(f.partition for f in live)
+    # Without merging earlier jobs' files each day would hold 2 files per job (24).
+    assert all(n < 5 for n in per_day.values()), per_day
+    assert any(s.commit_kind == "COMPACT" for s in snapshots(table_path))
+    assert leftover_files(table_path) == set()

@@ -169,6 +169,26 @@ def test_the_spark_native_path_writes_a_table_on_an_s3_store(spark, s3):
     assert len(snapshot_list(path, s3.fs_options())) == 2
 
 
+def test_an_s3_table_is_read_with_credentials_given_only_as_options(spark, s3):
+    credentials = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
+    assert not [k for k in credentials if k in os.environ], "credentials must come from the options only"
+    path = "s3://lakesink-spark/wh/db.db/read-options"
+    writer = (_rows(spark, range(50), "a", "native").repartition(2).write.format("paimon").mode("append")
+              .options(**s3.fs_options()))
+    writer.save(path)
+    expected = list(range(50))
+    native = spark.read.format("paimon").options(**s3.fs_options()).load(path)
+    assert sorted(r.id for r in native.select("id").collect()) == expected
+    fast = lakesink.read(spark, path, options=s3.fs_options(), filter="id < 10")
+    assert sorted(r.id for r in fast.select("id").collect()) == list(range(10))
+    streamed = []
+    query = (lakesink.read_stream(spark, path, options=s3.fs_options()).writeStream
+             .foreachBatch(lambda df, _: streamed.extend(r.id for r in df.select("id").collect()))
+             .trigger(availableNow=True).start())
+    assert query.awaitTermination(120)
+    assert sorted(streamed) == expected
+
+
 def test_the_fast_path_refuses_an_s3_table_when_spark_has_no_s3_connector(spark, s3):
     path = "s3://lakesink-spark/wh/db.db/fast"
     with pytest.raises(UnsupportedTableError, match=r"no file system for s3://.*format\('paimon'\)"):

@@ -109,7 +109,9 @@ def test_a_driver_killed_while_the_aggregator_compacts_still_writes_every_row_ex
     snapshot and the compact snapshot, and mid-rewrite, on the Spark-native path."""
     points = ["after-aggregate@1", "mid-rewrite@1"]
     case = Case(tmp_path, "native", "sync", options=AGGREGATOR)
-    make_source(case.source, files=8, rows_per_file=ROWS_PER_FILE)
+    # One file per micro-batch and a rewrite per five small files: twelve files leave the
+    # restarted run (after the first kill, near batch 4) enough for a second rewrite to kill.
+    make_source(case.source, files=12, rows_per_file=ROWS_PER_FILE)
     for point in points:
         case.crash(point)
         assert_nothing_twice(case, 0)

@@ -13,8 +13,11 @@ from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, In,
 
 import lakesink
 from lakesink.errors import UnknownOptionError
-from lakesink.paimon.scan import SnapshotNotFoundError
-from lakesink.spark.read import parse_conjuncts, plan
+from lakesink.errors import SnapshotNotFoundError
+from lakesink.filters import Filter as F_
+from lakesink.filters import Not as Not_
+from lakesink.filters import parse_sql as parse_conjuncts
+from lakesink.spark.read import plan
 from lakesink.spark.reader import PaimonBatchReader, exact_filter
 from tests.helpers import read_table
 
@@ -181,8 +184,8 @@ def test_pushed_filters_give_the_same_rows_as_spark_evaluating_them(spark, table
 
 def test_only_filters_evaluated_exactly_are_accepted():
     types = {"i": pa.int32(), "s": pa.string(), "f": pa.float64(), "t": pa.timestamp("us", "UTC")}
-    assert exact_filter(EqualTo(("i",), 3), types) == ("cmp", "i", "=", 3)
-    assert exact_filter(Not(IsNull(("s",))), types) == ("not", ("null", "s", True))
+    assert exact_filter(EqualTo(("i",), 3), types) == F_("i", "=", 3)
+    assert exact_filter(Not(IsNull(("s",))), types) == Not_(F_("s", "is_null"))
     assert exact_filter(GreaterThan(("f",), 1.0), types) is None  # NaN orders differently
     assert exact_filter(EqualTo(("t",), dt.datetime(2024, 1, 1)), types) is None
     assert exact_filter(EqualTo(("i",), 2 ** 40), types) is None  # does not fit the column

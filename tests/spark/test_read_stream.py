@@ -10,7 +10,7 @@ import pytest
 
 import lakesink
 from lakesink.errors import InvalidOptionError, UnknownOptionError, UnsupportedTableError
-from lakesink.paimon.scan import SnapshotNotFoundError
+from lakesink.errors import SnapshotNotFoundError
 from lakesink.spark.read import stream_options
 from lakesink.spark.reader import PaimonStreamReader
 from tests.helpers import read_table, snapshots
@@ -54,7 +54,7 @@ def test_a_chain_a_to_b_holds_each_row_of_a_exactly_once_across_restarts(spark, 
 def test_a_running_query_picks_up_each_new_snapshot_once(spark, table_path):
     _append(spark, table_path, 0, 3)
     seen = []
-    query = (lakesink.read_stream(spark, table_path).writeStream
+    query = (lakesink.read_stream(spark, table_path, starting="latest").writeStream
              .foreachBatch(lambda df, batch_id: seen.extend(r.id for r in df.collect()))
              .trigger(processingTime="200 milliseconds").start())
     try:
@@ -174,3 +174,18 @@ def test_max_rows_per_trigger_takes_whole_snapshots_up_to_the_limit_and_a_larger
     assert query.exception() is None
     assert [len(b) for b in batches if b] == [20, 10, 30, 5]
     assert sorted(i for b in batches for i in b) == list(range(65))
+
+
+def test_a_new_stream_starts_with_the_current_rows_then_new_ones_as_paimon_does(spark, table_path):
+    _append(spark, table_path, 0, 10)
+    _append(spark, table_path, 10, 10)
+    schema = spark.read.format("paimon").load(table_path).schema
+    assert _read_all_available(PaimonStreamReader(table_path, {}, schema)) == list(range(20))
+    assert _read_all_available(PaimonStreamReader(table_path, {"scan.mode": "default", "scan.snapshot-id": "2"},
+                                                   schema)) == list(range(10, 20))
+    assert stream_options("latest-full") == lakesink_default_stream_options()
+
+
+def lakesink_default_stream_options():
+    import inspect
+    return stream_options(inspect.signature(lakesink.read_stream).parameters["starting"].default)

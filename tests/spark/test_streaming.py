@@ -233,3 +233,62 @@ def test_a_stream_whose_schema_does_not_match_the_table_is_refused(spark, paths,
         error = failure_of(start(spark, mode, source, table, str(Path(chk).parent / "chk2"), df=wider))
         assert "SchemaMismatchError" in error and "'extra'" in error
     assert len(snapshots(table)) == 1
+
+
+def _cdc_files(directory, batches):
+    """One Parquet file per micro-batch of (id, name, op) changes; returns the final state."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    state = {}
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("op", pa.string())])
+    directory.mkdir(exist_ok=True)
+    for b, changes in enumerate(batches):
+        for i, name, op in changes:
+            if op == "-D":
+                state.pop(i, None)
+            elif op != "-U":
+                state[i] = name
+        path = directory / f"{b:03d}.parquet"
+        if not path.exists():  # Spark's file source remembers the files it read: only new ones
+            pq.write_table(pa.table({"id": [c[0] for c in changes], "name": [c[1] for c in changes],
+                                     "op": [c[2] for c in changes]}, schema=schema), path)
+            os.utime(path, (1_700_000_000 + b, 1_700_000_000 + b))  # the file source reads oldest first
+    return state
+
+
+def test_a_cdc_stream_into_a_primary_key_table_ends_in_the_sources_final_state_key_for_key(spark, paths):
+    import pyarrow as pa
+    source, table, checkpoint = paths
+    batches = [[(i, f"v0-{i}", "+I") for i in range(40)],
+               [(i, f"v1-{i}", "+U") for i in range(0, 40, 3)] + [(i, None, "-D") for i in range(1, 40, 5)],
+               [(i, f"v2-{i}", "+I") for i in range(40, 60)] + [(5, "v1-5", "-U"), (5, "v2-5", "+U")],
+               [(i, None, "-D") for i in range(50, 60)] + [(1, "back-1", "+I")]]
+    state = _cdc_files(source, batches[:2])
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("op", pa.string())])
+    options = {"primary-key": "id", "bucket": "4", "rowkind.field": "op"}
+    first = lakesink.stream(source_stream(spark, source, schema), table, checkpoint=checkpoint,
+                            trigger="availableNow", options=options)
+    assert first.awaitTermination(300) and first.exception() is None
+    state = _cdc_files(source, batches)  # two more batches arrive; the query restarts on its checkpoint
+    query = lakesink.stream(source_stream(spark, source, schema), table, checkpoint=checkpoint,
+                            trigger="availableNow", options=options)
+    assert query.awaitTermination(300) and query.exception() is None
+    rows = read_table(table).to_pylist()
+    assert len(rows) == len({r["id"] for r in rows}), "a key was returned twice"
+    assert {r["id"]: r["name"] for r in rows} == state
+    assert [s.commit_identifier for s in snapshots(table)] == [0, 1, 2, 3]
+    with pytest.raises(Exception, match="pipelined is not offered"):
+        lakesink.stream(source_stream(spark, source, schema), table, checkpoint=checkpoint + "-2",
+                        trigger="availableNow", commit_mode="pipelined", options=options)
+
+
+def test_the_native_sink_refuses_a_primary_key_table(spark, paths):
+    import pyarrow as pa
+    source, table, checkpoint = paths
+    _cdc_files(source, [[(1, "a", "+I")]])
+    lakesink.write(spark.createDataFrame([(1, "a", "+I")], "id long, name string, op string"), table,
+                   primary_key=["id"], options={"bucket": "2"})
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("op", pa.string())])
+    query = start(spark, "native", source, table, checkpoint, df=source_stream(spark, source, schema))
+    assert "lakesink.stream" in failure_of(query)
+    assert len(snapshots(table)) == 1

@@ -242,7 +242,7 @@ def test_a_document_of_another_format_is_a_corrupt_state_error():
 
 def _wait_for_background(pipeline: PipelinedCommitter) -> None:
     # Wait for the background commit without flush(), which would raise the error itself.
-    pipeline._queue.join()
+    pipeline.wait_idle()
 
 
 def test_pipelined_commits_run_in_order_and_leave_no_pending_state(target, pending):

@@ -21,6 +21,7 @@ from pypaimon.manifest.manifest_list_manager import ManifestListManager
 from pypaimon.table.file_store_table import FileStoreTable
 
 from lakesink.errors import MaintenanceError
+from lakesink.paimon import identity
 from lakesink.paimon import PaimonTarget, TableLayout, TableSpec, describe_parquet
 from lakesink.paimon import maintenance
 from lakesink.protocol.committer import Committer
@@ -68,7 +69,7 @@ def manifest_files_on_disk(path) -> set[str]:
 
 def referenced_metadata(path) -> set[str]:
     table = maintenance.open_table(str(path))
-    refs = maintenance._Metadata(table).referenced(
+    refs = maintenance.Metadata(table).referenced(
         table.snapshot_manager().list_snapshots() + list(maintenance.list_tags(table).values()))
     return {os.path.normpath(p) for p in refs if "/manifest/" in p}
 
@@ -168,7 +169,7 @@ def test_expiry_keeps_a_commit_users_identifier_its_marker_would_only_find_in_ex
     # A crash between publishing snapshot 3 (identifier 2) and updating the marker
     # leaves the marker pointing at snapshot 3 to scan from, with identifier 1.
     target = streaming.target
-    target._write_marker("stream", last_identifier=1, last_snapshot=2, scan_from=3)
+    identity.write_marker(target.file_io, target.path, "stream", last_identifier=1, last_snapshot=2, scan_from=3)
     other = Writer(table_path, user="batch")
     for _ in range(3):
         other.commit()

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import time
 
+from pypaimon.write.commit.conflict_detection import RowIdExistenceConflict
 from pypaimon.write.file_store_commit import FileStoreCommit, RetryResult
+
+from ..errors import CommitConflictError
 
 from .manifests import ManifestMerger
 from .publish import atomic_snapshot_commit
@@ -51,6 +54,8 @@ class MergingFileStoreCommit(FileStoreCommit):
         super().__init__(snapshot_commit, table, commit_user)
         self._merger = ManifestMerger(table)
         self.manifest_list_manager = _MergingManifestList(self.manifest_list_manager, self._merger)
+        self.conflict_detection.check_conflicts = _typed_conflicts(self.conflict_detection.check_conflicts,
+                                                                   table, commit_user)
 
     def _try_commit(self, *args, **kwargs):
         self._attempt = 0
@@ -80,6 +85,23 @@ class MergingFileStoreCommit(FileStoreCommit):
                 and result.exception is None):
             self._merger.delete_written()  # lost the publication race: the next attempt merges anew
         return result
+
+
+def _typed_conflicts(check, table, commit_user: str):
+    """pypaimon reports a conflict as a plain RuntimeError it returns and raises: make it a
+    `CommitConflictError`, so callers tell conflicts by type. Row-id conflicts stay as they
+    are: pypaimon rewrites those itself."""
+
+    def checked(*args, **kwargs):
+        found = check(*args, **kwargs)
+        if found is None or isinstance(found, RowIdExistenceConflict):
+            return found
+        error = CommitConflictError(f"Commit to {table.table_path} conflicts with a concurrent change: {found}",
+                                    table=str(table.table_path), commit_user=commit_user)
+        error.__cause__ = found
+        return error
+
+    return checked
 
 
 def new_file_store_commit(table, commit_user: str) -> FileStoreCommit:

@@ -24,128 +24,37 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-import pyarrow.parquet as pq
 from pypaimon.manifest.manifest_file_manager import ManifestFileManager
 from pypaimon.manifest.manifest_list_manager import ManifestListManager
 from pypaimon.manifest.schema.manifest_entry import ManifestEntry
 from pypaimon.table.row.generic_row import GenericRow
 
+from .. import options as registry
+from .. import storage
 from ..errors import CommitConflictError
 from ..protocol import crashpoints
 from ..protocol.aggregator import Aggregator, pack_bins
 from ..protocol.coordinator import CompactionTarget, CoordinatedCommitter, Coordinator, FilesWritten
-from ..protocol.state import StateStore, filesystem_for
+from ..protocol.state import StateStore
 from ..protocol.target import CommitReport
-from . import tables
+from . import identity
 from .commit import new_file_store_commit
-from .datafiles import StagedFile, TableLayout, describe_parquet, place, table_path_of
+from .datafiles import StagedFile, TableLayout, place, table_path_of
+from .rewrite import RewriteTask, Rewriter, rewrite_on_driver
 from .target import PaimonTarget
 
 log = logging.getLogger(__name__)
 
 _ADD, _DELETE = 0, 1
 CARRY_BELOW = 0.75            # a file under 3/4 of the target stays a compaction candidate
-DEFAULT_MAX_SMALL_FILES = 8   # this many small files of one key are merged even below the target
 IDLE_ROUNDS = 3               # a key that got no new file for this many rounds has its rest merged
-EXECUTOR_REWRITE_BYTES = 256 * 1024 * 1024  # from this volume on, rewrite on Spark executors
+EXECUTOR_REWRITE_BYTES = 256 * 1024 * 1024  # from this volume on, rewrite distributed (an engine's executors)
 
 
 def target_file_size(table) -> int:
     return table.options.target_file_size(False)
-
-
-# -- rewriting ------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class RewriteTask:
-    """Rewrite some files of one partition and bucket as one file. Picklable (Spark tasks)."""
-
-    inputs: tuple          # paths of the files, oldest first
-    partition: tuple
-    bucket: int
-    output: str            # staging path of the new file
-    layout: TableLayout
-    compression: str = "snappy"
-    fs_options: dict | None = None
-
-
-def rewrite(task: RewriteTask) -> StagedFile:
-    """Copy the rows of `task.inputs`, in order, into one new Parquet file and describe it."""
-    file_io = tables.file_io_for(task.output, task.fs_options)
-    schema = task.layout.arrow_schema()
-    stream = file_io.new_output_stream(task.output)
-    try:
-        writer = pq.ParquetWriter(stream, schema, compression=task.compression,
-                                  use_deprecated_int96_timestamps=False, coerce_timestamps="us")
-        try:
-            for i, path in enumerate(task.inputs):
-                with file_io.new_input_stream(path) as source:
-                    data = pq.ParquetFile(source).read()
-                data = data.select(schema.names)
-                writer.write_table(data if data.schema.equals(schema, check_metadata=False) else data.cast(schema))
-                if i == 0:
-                    crashpoints.reached("mid-rewrite")
-        finally:
-            writer.close()
-    finally:
-        stream.close()
-    staged = describe_parquet(task.output, task.layout, file_io, partition=task.partition)
-    return replace(staged, bucket=task.bucket)
-
-
-def rewrite_on_driver(tasks: Sequence[RewriteTask], threads: int = 4) -> list[StagedFile]:
-    if len(tasks) <= 1:
-        return [rewrite(t) for t in tasks]
-    with ThreadPoolExecutor(min(threads, len(tasks))) as pool:
-        return list(pool.map(rewrite, tasks))
-
-
-def rewrite_on_spark(spark, tasks: Sequence[RewriteTask], on_progress=None) -> list[StagedFile]:
-    """One Spark job, one task per bin. `on_progress(done, total)` is polled while it runs."""
-    if not tasks:
-        return []
-    sc = spark.sparkContext
-    group = f"lakesink-compact-{uuid.uuid4().hex[:8]}"
-    sc.setJobGroup(group, f"lakesink: rewrite {len(tasks)} bins of small files", interruptOnCancel=True)
-    result: dict = {}
-
-    def run():
-        try:
-            result["files"] = sc.parallelize(list(tasks), len(tasks)).map(rewrite).collect()
-        except BaseException as exc:  # surfaced on the caller's thread
-            result["error"] = exc
-
-    worker = threading.Thread(target=run, name="lakesink-compact-rewrite", daemon=True)
-    worker.start()
-    tracker = sc.statusTracker()
-    while worker.is_alive():
-        worker.join(0.25)
-        if on_progress is not None:
-            done = 0
-            for job_id in tracker.getJobIdsForGroup(group):
-                job = tracker.getJobInfo(job_id)
-                for stage_id in (job.stageIds if job else []):
-                    stage = tracker.getStageInfo(stage_id)
-                    if stage:
-                        done += stage.numCompletedTasks
-            on_progress(min(done, len(tasks)), len(tasks))
-    sc.setLocalProperty("spark.jobGroup.id", None)
-    if "error" in result:
-        raise result["error"]
-    if on_progress is not None:
-        on_progress(len(tasks), len(tasks))
-    return result["files"]
-
-
-def active_spark():
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        return None
-    return SparkSession.getActiveSession() or SparkSession._instantiatedSession
 
 
 # -- the aggregator -------------------------------------------------------------------
@@ -166,17 +75,18 @@ class SmallFileAggregator(Aggregator[StagedFile]):
 
     def __init__(self, table, staging_dir: str, target_size: int | None = None,
                  max_small_files: int | None = None, fs_options: dict | None = None,
-                 executor_bytes: int = EXECUTOR_REWRITE_BYTES):
-        self.table_path = tables.normalize_path(str(table.table_path))
+                 executor_bytes: int = EXECUTOR_REWRITE_BYTES, distributed: Rewriter | None = None):
+        self.table_path = storage.normalize(str(table.table_path))
         self.layout = TableLayout.of(table)
         self.table = table
         self.staging_dir = staging_dir
         self.target_size = int(target_size or target_file_size(table))
-        raw_min = table.options.options.to_map().get("compaction.min.file-num")
-        self.max_small_files = int(max_small_files or raw_min or DEFAULT_MAX_SMALL_FILES)
+        self.max_small_files = int(max_small_files or registry.table_value(registry.table_options_of(table),
+                                                                           "compaction.min.file-num"))
         self.fs_options = fs_options
         self.executor_bytes = executor_bytes
-        self.compression = table.options.options.to_map().get("file.compression") or "snappy"
+        self.distributed = distributed  # for volumes from `executor_bytes` on
+        self.compression = registry.table_value(registry.table_options_of(table), "file.compression")
         self.bytes_per_row = 0.0   # of rewritten files, learned; 0 = not known yet
         self._flushing = False
         self._seen: dict[str, list] = {}  # repr(key) -> [candidate count last round, idle rounds]
@@ -236,15 +146,14 @@ class SmallFileAggregator(Aggregator[StagedFile]):
     def rewrite(self, tasks: Sequence[RewriteTask]) -> list[StagedFile]:
         if not tasks:
             return []
-        tables.file_io_for(self.staging_dir, self.fs_options).check_or_mkdirs(self.staging_dir)
+        storage.file_io(self.staging_dir, self.fs_options).check_or_mkdirs(self.staging_dir)
         volume = sum(self._input_bytes(t) for t in tasks)
-        spark = active_spark() if volume >= self.executor_bytes and len(tasks) > 1 else None
-        if spark is not None:
-            return rewrite_on_spark(spark, tasks)
+        if self.distributed is not None and volume >= self.executor_bytes and len(tasks) > 1:
+            return self.distributed(tasks)
         return rewrite_on_driver(tasks)
 
     def _input_bytes(self, task: RewriteTask) -> int:
-        file_io = tables.file_io_for(task.output, task.fs_options)
+        file_io = storage.file_io(task.output, task.fs_options)
         return sum(file_io.get_file_size(p) for p in task.inputs)
 
     def estimated_size(self, f: StagedFile) -> float:
@@ -335,11 +244,8 @@ class PaimonCompactionTarget(CompactionTarget[StagedFile]):
                           new: Sequence[StagedFile], properties: dict[str, str] | None = None) -> CommitReport:
         started = time.perf_counter()
         table = self.target.table(refresh=True)
-        latest = table.snapshot_manager().get_latest_snapshot()
-        marker = self.target.read_marker(commit_user) or {}
-        self.target._write_marker(commit_user, last_identifier=marker.get("last_identifier"),
-                                  last_snapshot=marker.get("last_snapshot"),
-                                  scan_from=(latest.id + 1) if latest else 1)
+        identity.before_commit(table.file_io, self.target.path, commit_user,
+                               table.snapshot_manager().get_latest_snapshot())
         place(table, list(new))
         entries = [_entry(table, _DELETE, f) for f in replaced] + [_entry(table, _ADD, f) for f in new]
         props = {"lakesink.files-removed": str(len(replaced)), "lakesink.files-added": str(len(new)),
@@ -350,17 +256,15 @@ class PaimonCompactionTarget(CompactionTarget[StagedFile]):
             commit._try_commit(commit_kind="COMPACT", commit_identifier=identifier,
                                commit_entries_plan=lambda _snapshot: entries, detect_conflicts=True,
                                allow_rollback=False, snapshot_properties=props)
-        except RuntimeError as exc:
-            if "conflict" in str(exc).lower():
-                raise CommitConflictError(
-                    f"Compaction {identifier} of {self.target.path} conflicts: {exc}") from exc
+        except CommitConflictError as exc:
+            exc.identifier = identifier
             raise
         finally:
             commit.close()
         crashpoints.reached("after-compact")
         snapshot = self.target.committed_snapshot(commit_user, identifier)
-        self.target._write_marker(commit_user, last_identifier=identifier,
-                                  last_snapshot=snapshot.id if snapshot else None, scan_from=None)
+        identity.after_commit(table.file_io, self.target.path, commit_user, identifier,
+                              snapshot.id if snapshot else None)
         return CommitReport(commit_user, identifier, snapshot_id=snapshot.id if snapshot else None,
                             commit_kind="COMPACT", files_added=len(new),
                             rows_added=sum(f.row_count for f in new), bytes_added=sum(f.file_size for f in new),
@@ -405,18 +309,12 @@ class PaimonCompactionTarget(CompactionTarget[StagedFile]):
         return list(reversed(found))
 
     def clean_staging(self, compact_user: str, keep: Sequence[StagedFile]) -> int:
-        from pyarrow import fs as pafs
-        directory = self.staging_dir(compact_user)
-        keep_paths = {filesystem_for(f.staged_path)[1] for f in keep if f.staged_path}
-        filesystem, root = filesystem_for(directory)
-        try:
-            infos = filesystem.get_file_info(pafs.FileSelector(root, allow_not_found=True))
-        except FileNotFoundError:
-            return 0
+        keep_paths = {storage.normalize(f.staged_path) for f in keep if f.staged_path}
+        file_io = self.target.file_io
         removed = 0
-        for info in infos:
-            if info.type == pafs.FileType.File and info.path not in keep_paths:
-                filesystem.delete_file(info.path)
+        for entry in storage.list_dir(self.staging_dir(compact_user), self.target.fs_options):
+            if storage.normalize(entry.path) not in keep_paths:
+                file_io.delete_quietly(entry.path)
                 removed += 1
         return removed
 
@@ -428,37 +326,46 @@ _coordinators_lock = threading.Lock()
 
 
 def new_coordinator(target: PaimonTarget, commit_user: str, store: StateStore | None,
-                    aggregator: Aggregator | None = None) -> Coordinator:
+                    aggregator: Aggregator | None = None, distributed: Rewriter | None = None) -> Coordinator:
     compaction = PaimonCompactionTarget(target)
     table = target.table_or_create()
     staging = compaction.staging_dir(commit_user + ".compact")
-    aggregator = aggregator or SmallFileAggregator(table, staging, fs_options=target.fs_options)
+    aggregator = aggregator or SmallFileAggregator(table, staging, fs_options=target.fs_options,
+                                                   distributed=distributed)
     return Coordinator(aggregator, compaction, commit_user, store)
 
 
-def coordinated(committer, store: StateStore) -> CoordinatedCommitter:
+def coordinated(committer, store: StateStore, distributed: Rewriter | None = None) -> CoordinatedCommitter:
     """The streaming committer with the aggregator after each commit: one coordinator per
     checkpoint and process, restored from the checkpoint on first use."""
     key = (store.directory, committer.commit_user, committer.target.describe())
     with _coordinators_lock:
         coordinator = _coordinators.get(key)
         if coordinator is None:
-            coordinator = new_coordinator(committer.target, committer.commit_user, store)
+            coordinator = new_coordinator(committer.target, committer.commit_user, store, distributed=distributed)
             coordinator.restore()
             _coordinators[key] = coordinator
     return CoordinatedCommitter(committer, coordinator)
 
 
 def aggregate_batch(target: PaimonTarget, commit_user: str, report: CommitReport,
-                    files: Sequence[StagedFile], forget_user: bool = False) -> None:
-    """After a batch job's append: combine its small files (partial bins too: no later checkpoint
-    comes). Failures are logged and reported, never raised: the job's rows already landed."""
-    if not report.committed or len(files) < 2:
+                    files: Sequence[StagedFile], forget_user: bool = False,
+                    distributed: Rewriter | None = None) -> None:
+    """After a batch job's append: combine small files of the partitions it wrote, its own and
+    those earlier jobs left, as Paimon's append compaction does: a partition's small files are
+    merged once `compaction.min.file-num` of them gathered, or when they fill a file of
+    `target-file-size`. So repeated small jobs keep the file count bounded without rewriting a
+    growing file every time. Failures are logged and reported, never raised: the job's rows
+    already landed; a conflict with another writer just leaves the files as they are."""
+    if not report.committed or not files:
         return
     try:
-        coordinator = new_coordinator(target, commit_user, None)
-        coordinator.aggregator.flush()
-        coordinator.send(FilesWritten(report.identifier, list(files)))
+        coordinator = new_coordinator(target, commit_user, None, distributed=distributed)
+        written = {f.meta.file_name for f in files}
+        partitions = {(tuple(f.partition), f.bucket) for f in files}
+        earlier = [f for f in live_files(target.table(refresh=True))
+                   if (tuple(f.partition), f.bucket) in partitions and f.meta.file_name not in written]
+        coordinator.send(FilesWritten(report.identifier, list(files) + earlier))
         report.extra["aggregation"] = coordinator.commit_finished(report.identifier, landed=True)
         if forget_user:
             target.forget_commit_user(coordinator.compact_user)

@@ -25,6 +25,8 @@ from pypaimon.schema.data_types import DataField, PyarrowFieldParser
 from pypaimon.table.row.generic_row import GenericRow
 from pypaimon.utils.file_store_path_factory import canonical_data_file_path
 
+from ..errors import SchemaMismatchError
+
 _EPOCH_DAY = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1)
 _UNAWARE_BUCKET = 0  # unaware-bucket append tables keep all files in bucket-0
@@ -102,7 +104,7 @@ def _prunable(arrow_type: pa.DataType) -> bool:
     return not (pa.types.is_floating(arrow_type) or pa.types.is_nested(arrow_type))
 
 
-def _column_stats(metadata: pq.FileMetaData, fields: list[DataField], arrow_types: dict[str, pa.DataType]):
+def column_stats(metadata: pq.FileMetaData, fields: list[DataField], arrow_types: dict[str, pa.DataType]):
     leaf_index = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
     stats = {}
     for field in fields:
@@ -149,7 +151,7 @@ def describe_parquet(path: str, layout: TableLayout, file_io, partition: tuple |
         file_size = file_io.get_file_size(path)
     fields = list(layout.fields)
     arrow_types = {f.name: PyarrowFieldParser.from_paimon_type(f.type) for f in fields}
-    stats = _column_stats(metadata, fields, arrow_types)
+    stats = column_stats(metadata, fields, arrow_types)
 
     if partition is None:
         partition = _partition_of(path, layout.partition_keys, stats, metadata, file_io)
@@ -195,7 +197,7 @@ def _partition_of(path, keys, stats, metadata, file_io) -> tuple:
         for key in keys:
             distinct = columns.column(key).unique()
             if len(distinct) != 1:
-                raise ValueError(f"{path} holds {len(distinct)} values of partition column {key!r}; "
+                raise SchemaMismatchError(f"{path} holds {len(distinct)} values of partition column {key!r}; "
                                  "each data file must belong to one partition")
             values.append(distinct[0].as_py())
     return tuple(values)

@@ -22,10 +22,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from pypaimon.common.memory_size import MemorySize
 from pypaimon.manifest.manifest_file_manager import ManifestFileManager
 from pypaimon.manifest.schema.file_entry import FileEntry
 from pypaimon.manifest.schema.manifest_file_meta import ManifestFileMeta
+
+from .. import options as registry
 
 MERGE_MIN_COUNT = "manifest.merge-min-count"
 TARGET_FILE_SIZE = "manifest.target-file-size"
@@ -36,21 +37,16 @@ _ADD, _DELETE = 0, 1
 
 @dataclass(frozen=True)
 class MergePolicy:
-    target_size: int = 8 * 1024 * 1024
-    min_count: int = 30
-    full_compaction_size: int = 16 * 1024 * 1024
+    target_size: int
+    min_count: int
+    full_compaction_size: int
 
     @classmethod
     def of(cls, table) -> MergePolicy:
-        raw = table.options.options.to_map()
-        default = cls()
-
-        def size(key: str, fallback: int) -> int:
-            return MemorySize.parse_bytes(str(raw[key])) if raw.get(key) is not None else fallback
-
-        return cls(target_size=size(TARGET_FILE_SIZE, default.target_size),
-                   min_count=max(int(raw.get(MERGE_MIN_COUNT, default.min_count)), 2),
-                   full_compaction_size=size(FULL_COMPACTION_SIZE, default.full_compaction_size))
+        raw = registry.table_options_of(table)
+        return cls(target_size=registry.table_value(raw, TARGET_FILE_SIZE),
+                   min_count=max(registry.table_value(raw, MERGE_MIN_COUNT), 2),
+                   full_compaction_size=registry.table_value(raw, FULL_COMPACTION_SIZE))
 
 
 class ManifestMerger:

@@ -37,68 +37,17 @@ from pypaimon.common.json_util import JSON
 from pypaimon.snapshot.renaming_snapshot_commit import RenamingSnapshotCommit
 from pypaimon.snapshot.snapshot_commit import SnapshotCommit
 
-from ..errors import ConfigurationError, InvalidOptionError
+from .. import options as registry
+from .. import storage
+from ..errors import ConfigurationError, InvalidOptionError, UnsafePublicationError
 
 log = logging.getLogger(__name__)
 
-# key: (default, meaning) -- documented in docs/storage.md
+# Storage options (declared in lakesink.options; documented in docs/storage.md).
 COMMIT_LOCK = "commit.lock"
 ALLOW_UNSAFE = "commit.allow-unsafe-publication"
-PUBLICATION_OPTIONS: dict[str, tuple[str | None, str]] = {
-    COMMIT_LOCK: (None, "`file:/path/to/lockfile`: publish snapshots while holding an exclusive lock on "
-                        "that file. For storages without an atomic create (HDFS, GCS, OSS, an S3 store "
-                        "without conditional PUT). Every writer of the table must use the same lock file, "
-                        "on a file system all of them share."),
-    ALLOW_UNSAFE: ("false", "`true`: on such storages publish with pypaimon's check-then-rename anyway. "
-                            "Concurrent writers can then silently lose commits: only for tables with "
-                            "exactly one writer at a time."),
-}
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
-
-# Spark hands a Python data source its options with lower-cased keys; pypaimon
-# looks these up by their exact (camel-case) spelling.
-_CAMEL_CASE_KEYS = {k.lower(): k for k in (
-    "fs.s3.accessKeyId", "fs.s3.accessKeySecret", "fs.s3.securityToken",
-    "fs.oss.accessKeyId", "fs.oss.accessKeySecret", "fs.oss.securityToken")}
-
-
-def canonical_storage_key(key: str) -> str:
-    return _CAMEL_CASE_KEYS.get(key.lower(), key)
-
-
-class UnsafePublicationError(ConfigurationError):
-    """The table's storage has no atomic create and no lock was configured."""
-
-
-def _local_path(path: str) -> str | None:
-    if path.startswith("file://"):
-        return path[len("file://"):]
-    if path.startswith("file:"):
-        return path[len("file:"):]
-    if "://" not in path:
-        return path
-    return None
-
-
-def write_file_atomically(file_io, path: str, content: str, durable: bool = True) -> None:
-    """Replace `path` with `content` so readers see the old or the new text, never a torn one.
-
-    `durable=False` skips the fsync, for hints a crash may lose (they are re-derived).
-    """
-    local = _local_path(path)
-    if local is None:
-        file_io.overwrite_file_utf8(path, content)  # an object-store PUT is atomic
-        return
-    os.makedirs(os.path.dirname(local), exist_ok=True)
-    tmp = f"{local}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "w", encoding="utf-8") as out:
-        out.write(content)
-        if durable:
-            out.flush()
-            os.fsync(out.fileno())
-    os.replace(tmp, local)
-
 
 class _PublishingCommit(SnapshotCommit):
     """Shared part: the LATEST hint after a successful publication."""
@@ -111,7 +60,7 @@ class _PublishingCommit(SnapshotCommit):
         # LATEST is only a hint: pypaimon checks it against snapshot-(hint+1) and
         # lists the directory when it is stale, so a late or failed update is harmless.
         try:
-            write_file_atomically(self.file_io, self.snapshot_manager.latest_file, str(snapshot_id),
+            storage.write_atomically(self.file_io, self.snapshot_manager.latest_file, str(snapshot_id),
                                   durable=False)
         except Exception as exc:
             log.warning("could not update LATEST hint: %s", exc)
@@ -124,7 +73,7 @@ class LinkingSnapshotCommit(_PublishingCommit):
     """Publishes with link(2): atomic create-if-absent on local and POSIX file systems."""
 
     def commit(self, base_snapshot_uuid, snapshot, statistics) -> bool:
-        final = _local_path(self.snapshot_manager.get_snapshot_path(snapshot.id))
+        final = storage.local_path(self.snapshot_manager.get_snapshot_path(snapshot.id))
         os.makedirs(os.path.dirname(final), exist_ok=True)
         tmp = f"{os.path.dirname(final)}/.{os.path.basename(final)}.{uuid.uuid4().hex}.tmp"
         with open(tmp, "w", encoding="utf-8") as out:
@@ -284,17 +233,14 @@ def _lock_file(options: dict) -> str | None:
     value = str(value).strip()
     if not value.startswith("file:"):
         raise InvalidOptionError(COMMIT_LOCK, value, "file:/path/to/lockfile (a lock file all writers share)")
-    path = _local_path(value)
+    path = storage.local_path(value)
     if not path or not os.path.isabs(path):
         raise InvalidOptionError(COMMIT_LOCK, value, "an absolute path, e.g. file:/shared/locks/orders.lock")
     return path
 
 
 def _allow_unsafe(options: dict) -> bool:
-    value = str(options.get(ALLOW_UNSAFE, "false")).strip().lower()
-    if value not in ("true", "false"):
-        raise InvalidOptionError(ALLOW_UNSAFE, value, "true or false")
-    return value == "true"
+    return registry.table_value(options, ALLOW_UNSAFE)
 
 
 def publication_kind(table_path: str, options: dict | None = None) -> str:
@@ -306,7 +252,7 @@ def publication_kind(table_path: str, options: dict | None = None) -> str:
     unsafe = _allow_unsafe(options)
     if lock is not None:
         return "lock"
-    if _local_path(table_path) is not None:
+    if storage.local_path(table_path) is not None:
         return "link"
     scheme = urlparse(table_path).scheme.lower()
     if scheme in S3_SCHEMES:

@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -43,15 +41,12 @@ from pypaimon.read.scanner.file_scanner import FileScanner
 from pypaimon.snapshot.snapshot import Snapshot
 from pypaimon.table.file_store_table import FileStoreTable
 
-from ..errors import ConfigurationError, LakesinkError, UnsupportedTableError
-from .publish import _local_path
+from .. import storage
+from ..filters import Filter
+from ..errors import ConfigurationError, SnapshotNotFoundError, UnsupportedTableError
 from .tables import open_table
 
 log = logging.getLogger(__name__)
-
-
-class SnapshotNotFoundError(LakesinkError, ValueError):
-    """A requested snapshot (id, tag or timestamp) is not available in the table."""
 
 
 COMMIT_KINDS_ADDING_ROWS = ("APPEND",)
@@ -168,15 +163,6 @@ def _tag_names(table: FileStoreTable) -> list[str]:
 
 
 # ---------------------------------------------------------------- filters for pruning
-
-@dataclass(frozen=True)
-class Filter:
-    """One column predicate: `column op value`. ops: = != < <= > >= in not_in is_null is_not_null."""
-
-    column: str
-    op: str
-    value: object = None
-
 
 _BUILDERS = {
     "=": "equal", "!=": "not_equal", "<": "less_than", "<=": "less_or_equal",
@@ -342,25 +328,7 @@ def record_consumer(table: FileStoreTable, consumer_id: str, next_snapshot: int)
     """
     from pypaimon.consumer.consumer import Consumer
 
-    path = consumer_file(table, consumer_id)
-    content = Consumer(next_snapshot).to_json()
-    local = _local_path(path)
-    if local is None:
-        table.file_io.overwrite_file_utf8(path, content)
-        return
-    directory, name = os.path.split(local)
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as out:
-            out.write(content)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, local)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    storage.write_atomically(table.file_io, consumer_file(table, consumer_id), Consumer(next_snapshot).to_json())
 
 
 def check_streamable(table: FileStoreTable) -> None:
@@ -382,6 +350,8 @@ def fast_path_blockers(table: FileStoreTable, scan: PlannedScan) -> list[str]:
         reasons.append("data evolution")
     if (options.file_format() or "parquet").lower() != "parquet":
         reasons.append(f"{options.file_format()} files")
+    if storage.scheme(str(table.table_path)) not in ("file", "hdfs", "viewfs"):
+        reasons.append(f"files on {storage.scheme(str(table.table_path))}:// (pip Spark has no connector for it)")
     for field in table.fields:
         text = str(getattr(field.type, "type", field.type)).upper()
         if text.startswith("TIMESTAMP") and _precision(text) > 6:

@@ -14,21 +14,25 @@ import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import ConfigurationError
-from ..options import WriteOptions
+from ..options import BATCH_IDENTIFIER, WriteOptions
 from ..protocol import Committer, CommitReport, Overwrite
+from .. import storage
 from . import tables
 from .datafiles import StagedFile, TableLayout, describe_parquet
 from .publish import publication_kind
 from .target import PaimonTarget, TableSpec
 
+if TYPE_CHECKING:
+    from .rewrite import Rewriter
+
 log = logging.getLogger(__name__)
 
-BATCH_IDENTIFIER = 0x7FFFFFFFFFFFFFFF  # Paimon's identifier for one-off batch commits
 MODES = ("append", "overwrite")
 
 
@@ -47,10 +51,14 @@ class BatchWrite:
     staging_dir: str
     compression: str
     aggregate: bool = False  # option aggregator.enabled: combine small files after the commit
+    rewriter: Rewriter | None = None  # the engine's distributed rewrite for the aggregator (else threads)
 
     @classmethod
     def plan(cls, path: str, schema: pa.Schema, options: WriteOptions, mode: str,
-             path_name: str) -> BatchWrite:
+             path_name: str, session_overwrite_mode: str | None = None, prepare=None) -> BatchWrite:
+        """`session_overwrite_mode`: the engine session's partition overwrite mode
+        (Spark's `spark.sql.sources.partitionOverwriteMode`), where the engine can tell it.
+        `prepare`: how to open or plan the target (keyed tables bring their own)."""
         mode = (mode or "append").lower()
         if mode not in MODES:
             raise ConfigurationError(
@@ -65,11 +73,14 @@ class BatchWrite:
                 "(a stable user and an increasing number, e.g. the run number) for idempotent re-runs, "
                 "or neither."
             )
-        target, layout = prepare_target(path, schema, options, path_name)
+        # `prepare`: keyed writes plan their target themselves (paimon.keyed_target).
+        target, layout = (prepare or prepare_target)(path, schema, options, path_name)
         anonymous = options.commit_user is None
         commit_user = options.commit_user or f"lakesink-batch-{uuid.uuid4()}"
         identifier = options.commit_identifier if options.commit_identifier is not None else BATCH_IDENTIFIER
-        overwrite = Overwrite(dynamic=options.dynamic_overwrite) if mode == "overwrite" else None
+        overwrite = None
+        if mode == "overwrite":
+            overwrite = Overwrite(dynamic=_dynamic_overwrite(options, session_overwrite_mode, target, path_name))
         staging = f"{target.lakesink_dir()}/staging/{new_token()}"
         compression = options.table_options.get("file.compression") or "snappy"
         return cls(target, layout, commit_user, identifier, anonymous, overwrite, staging, compression,
@@ -86,7 +97,8 @@ class BatchWrite:
             report = self.committer().commit(self.identifier, files, self.overwrite, properties)
             if self.aggregate:
                 from .compaction import aggregate_batch
-                aggregate_batch(self.target, self.commit_user, report, files, forget_user=self.anonymous)
+                aggregate_batch(self.target, self.commit_user, report, files, forget_user=self.anonymous,
+                                distributed=self.rewriter)
             if self.anonymous:
                 self.target.forget_commit_user(self.commit_user)
             return report
@@ -106,23 +118,44 @@ class BatchWrite:
         return describe_files(paths, self.layout, self.target.file_io)
 
 
+def _dynamic_overwrite(options: WriteOptions, session_mode: str | None, target: PaimonTarget,
+                       path_name: str) -> bool:
+    """Whether an overwrite replaces only the partitions written: the write's option, else the
+    session's setting; a partitioned table with neither is refused rather than guessed at (a
+    static guess would wipe a table whose writer meant dynamic)."""
+    if options.dynamic_overwrite is not None:
+        return options.dynamic_overwrite
+    if session_mode is not None:
+        return session_mode.strip().lower() == "dynamic"
+    table = target.table()
+    partitioned = table.partition_keys if table is not None else (target.create.partition_keys if target.create else [])
+    if not partitioned:
+        return False
+    raise ConfigurationError(
+        f"{path_name}: overwrite of the partitioned table {target.path} needs to know which partitions to "
+        "replace, and Spark does not pass spark.sql.sources.partitionOverwriteMode to a Python data "
+        "source. Say it on the write: .option('partitionOverwriteMode', 'dynamic') (only the partitions "
+        "written) or 'static' (the whole table); or write with lakesink.write, which reads the session's "
+        "setting. Nothing was written.", option="partitionOverwriteMode", table=target.path)
+
+
 def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
                    path_name: str) -> tuple[PaimonTarget, TableLayout]:
     """Open (or plan to create) the table and check the data fits it. Writes nothing."""
     if options.primary_keys:
         raise ConfigurationError(
-            "primary-key: lakesink cannot create primary-key tables yet; create the table with "
-            "pypaimon and write it with pypaimon's table writer."
+            f"primary-key: {path_name} cannot write primary-key tables; use lakesink.write(df, path, "
+            "primary_key=[...], options={'bucket': 'N'}) (the fast path) or pypaimon's table writer."
         )
     fs_options = options.fs_options or None
     table = tables.open_table(path, fs_options)
     # Refuse storages without an atomic snapshot publication before anything is written.
-    publication_kind(tables.normalize_path(path),
+    publication_kind(storage.normalize(path),
                      {**(table.table_schema.options if table else {}), **options.fs_options})
     if table is not None:
         tables.check_writable(table, path_name)
         tables.check_schema(table, schema)
-        _check_options_match(table, options)
+        check_options_match(table, options)
         target = PaimonTarget(path, fs_options=fs_options)
         target.maintenance = options.maintenance
         return target, TableLayout.of(table)
@@ -137,7 +170,7 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
     unknown = [k for k in options.partition_keys if k not in schema.names]
     if unknown:
         raise ConfigurationError(f"partition column(s) {unknown} are not among the data's columns {schema.names}.")
-    _check_types(schema)
+    check_types(schema)
     # Like Spark's own file tables, created columns are nullable: a later write of the
     # same query shape must not fail because one DataFrame happened to be non-null.
     table_schema = pa.schema([f.with_nullable(True) for f in schema])
@@ -149,7 +182,7 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
     return target, TableLayout.for_new_table(table_schema, options.partition_keys)
 
 
-def _check_types(schema: pa.Schema) -> None:
+def check_types(schema: pa.Schema) -> None:
     from pypaimon.schema.data_types import PyarrowFieldParser
     for field in schema:
         try:
@@ -160,7 +193,7 @@ def _check_types(schema: pa.Schema) -> None:
             raise ConfigurationError(f"column {field.name!r} has type {field.type}, which lakesink cannot write.")
 
 
-def _check_options_match(table, options: WriteOptions) -> None:
+def check_options_match(table, options: WriteOptions) -> None:
     if options.partition_keys and list(options.partition_keys) != list(table.partition_keys):
         raise ConfigurationError(
             f"partition columns {options.partition_keys} differ from the table's {table.partition_keys}; "
@@ -191,24 +224,3 @@ def describe_files(paths: Sequence[str], layout: TableLayout, file_io) -> list[S
         with ThreadPoolExecutor(min(16, len(paths))) as pool:
             described = list(pool.map(one, paths))
     return [d for d in described if d is not None]
-
-
-def list_parquet_files(file_io, directory: str) -> list[str]:
-    """Data files Spark left in a staging directory (skipping _temporary and hidden files)."""
-    from pyarrow import fs as pafs
-
-    from ..protocol.state import filesystem_for
-    filesystem, root = filesystem_for(directory)
-    try:
-        infos = filesystem.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
-    except FileNotFoundError:
-        return []
-    out = []
-    for info in infos:
-        rel = info.path[len(root):]
-        if info.type != pafs.FileType.File or not info.base_name.endswith(".parquet"):
-            continue
-        if any(part.startswith(("_", ".")) for part in rel.strip("/").split("/")):
-            continue
-        out.append(info.path if "://" not in directory else directory.split("://")[0] + "://" + info.path)
-    return sorted(out)

@@ -26,6 +26,7 @@ import socket
 import time
 import uuid
 
+from .. import storage
 from ..errors import ConfigurationError, TableAlreadyExistsError
 from ..protocol.staging import StagedTable
 from . import tables
@@ -36,7 +37,7 @@ STAGING_INFIX = ".lakesink-staging-"
 
 
 def _local(path: str) -> str:
-    path = tables.normalize_path(path)
+    path = storage.normalize(path)
     if path.startswith("file://"):
         return path[len("file://"):]
     if path.startswith("file:"):

@@ -10,10 +10,10 @@ State lives in `<checkpoint>/lakesink/`:
 * `pending-<batch>.json`: committables accepted but not yet committed
   (see `protocol.state`), committed by `restore()` before any new batch.
 * `committer-error.json`: a failed background commit (pipelined), raised by
-  the next batch (see `committer_service`).
+  the next batch (see `protocol.pipelined`).
 
 Pending batches are committed by one process at a time per checkpoint and
-host (`committer_service.CheckpointLock`): the synchronous restore, or the
+host (`protocol.pipelined.CheckpointLock`): the synchronous restore, or the
 pipelined mode's background committer.
 
 Each micro-batch is one checkpoint: identifier = the engine's batch id.
@@ -22,19 +22,20 @@ Each micro-batch is one checkpoint: identifier = the engine's batch id.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 
+from .. import storage
 from ..errors import (CheckpointMismatchError, CommitStateUnknownError, ConfigurationError,
                       CorruptStateError)
 from ..options import WriteOptions
 from ..protocol import Committer, CommitReport, PendingStore, StateStore, crashpoints
-from ..protocol.state import filesystem_for
+from ..protocol.pipelined import IDLE_SECONDS, CheckpointLock, ask_to_stop, raise_recorded_error
 from .datafiles import StagedFile, TableLayout
+from .keyed_target import prepare_keyed_target, wants_keyed
 from .sink import prepare_target
 
 log = logging.getLogger(__name__)
@@ -43,20 +44,10 @@ SINK_FORMAT = "lakesink.stream-sink"
 SINK_VERSION = 1
 
 
-def query_id_of(checkpoint: str) -> str | None:
-    """Spark keeps `{"id": <query id>}` in `<checkpoint>/metadata`, stable across restarts."""
-    filesystem, root = filesystem_for(checkpoint)
-    try:
-        with filesystem.open_input_stream(f"{root.rstrip('/')}/metadata") as src:
-            first = src.read().decode().splitlines()[0]
-        return json.loads(first).get("id")
-    except (FileNotFoundError, IndexError, ValueError, OSError):
-        return None
-
-
 class StreamSink:
     def __init__(self, path: str, checkpoint: str | None, schema: pa.Schema, options: WriteOptions,
-                 path_name: str):
+                 path_name: str, query_id: Callable[[], str | None] = lambda: None):
+        """`query_id` gives the engine's stable id of the query (None until it is known)."""
         if not checkpoint:
             raise ConfigurationError(
                 "No checkpoint location: exactly-once streaming needs one. Set "
@@ -65,12 +56,18 @@ class StreamSink:
         self.path = path
         self.checkpoint = checkpoint.rstrip("/")
         self.options = options
-        self.target, self.layout = prepare_target(path, schema, options, path_name)
+        self.query_id = query_id
+        self.rewriter = None  # the engine's distributed rewrite for the aggregator (else threads)
+        self.keyed = None  # the KeyedSpec of a primary-key / fixed-bucket table
+        if wants_keyed(path, options):
+            self.target, self.layout, self.keyed, _ = prepare_keyed_target(path, schema, options)
+        else:
+            self.target, self.layout = prepare_target(path, schema, options, path_name)
         self.target.empty_commits = options.commit_empty_batches
-        self.store = StateStore(f"{self.checkpoint}/lakesink")
+        self.store = StateStore(f"{self.checkpoint}/lakesink", options.fs_options)
         self.compression = options.table_options.get("file.compression") or "snappy"
         self.commit_user: str | None = self._check_binding(options.commit_user)
-        if self.commit_user is None and (options.commit_user or query_id_of(self.checkpoint)):
+        if self.commit_user is None and (options.commit_user or query_id()):
             self.bind()
 
     def _check_binding(self, explicit_user: str | None) -> str | None:
@@ -102,7 +99,7 @@ class StreamSink:
         """
         if self.commit_user is not None:
             return self.commit_user
-        query = query_id_of(self.checkpoint)
+        query = self.query_id()
         if not (self.options.commit_user or query):
             log.warning("no query id in %s/metadata: the commit user is random (kept in sink.json)",
                         self.checkpoint)
@@ -114,15 +111,23 @@ class StreamSink:
         return user
 
     def committer(self) -> Committer:
-        committer = Committer(self.target, self.bind(), PendingStore(self.store))
+        """The committer of this checkpoint; with the aggregator when asked for.
+
+        Only the process committing the checkpoint's batches (holding its lock, or
+        running it synchronously) uses this one: the aggregator's rewrites live there.
+        Processes that only accept or abort a batch use `_plain_committer`.
+        """
+        committer = self._plain_committer()
         if self.options.aggregator:  # small files binned and compacted after each commit
             from .compaction import coordinated
-            committer = coordinated(committer, self.store)
+            committer = coordinated(committer, self.store, self.rewriter)
         return committer
+
+    def _plain_committer(self) -> Committer:
+        return Committer(self.target, self.bind(), PendingStore(self.store))
 
     def restore(self) -> list[CommitReport]:
         """Commit what a dead driver accepted; before any new batch runs."""
-        from .committer_service import IDLE_SECONDS, CheckpointLock, ask_to_stop
         if self.commit_user is None:
             return []  # never bound: nothing can be pending
         lock = CheckpointLock(self.checkpoint)
@@ -134,11 +139,39 @@ class StreamSink:
     def restore_holding_lock(self) -> list[CommitReport]:
         if self.commit_user is None:
             return []
+        pending = PendingStore(self.store)
+        before = set(pending.identifiers())
         reports = self.committer().restore()
         for r in reports:
             log.info("restored pending batch %s of %s: snapshot %s", r.identifier, self.commit_user, r.snapshot_id)
-            self.remove_staging(r.identifier)
+        # Every batch no longer pending is done: committed now, or found committed (it landed
+        # before a crash). Its staging directory goes whole, with what failed attempts left there.
+        for identifier in before - set(pending.identifiers()):
+            self.remove_staging(identifier)
+        self._sweep_staging(set(pending.identifiers()))
         return reports
+
+    def _sweep_staging(self, pending: set[int]) -> None:
+        """Remove staging directories of this sink's batches that are committed and not pending.
+
+        A driver killed between a batch's commit (or its abort) and the removal of its staging
+        leaves that directory behind, with no pending state pointing at it; nothing would ever
+        look at it again. The engine replays at most its last batch, which is at or above the
+        last committed identifier: directories of batches below it can only hold leftovers.
+        """
+        last = self._plain_committer().target.last_committed(self.bind())
+        if last is None:
+            return
+        prefix = self.staging_dir(0)[: -len("0")]
+        parent = prefix.rsplit("/", 1)[0]
+        for entry in storage.list_dir(parent, self.options.fs_options, files_only=False):
+            name = entry.path.rstrip("/").rsplit("/", 1)[-1]
+            head = prefix.rsplit("/", 1)[-1]
+            if not entry.is_dir or not name.startswith(head) or not name[len(head):].isdigit():
+                continue
+            batch = int(name[len(head):])
+            if batch < last and batch not in pending:
+                self.remove_staging(batch)
 
     def staging_dir(self, batch_id: int) -> str:
         # Deterministic per (query, batch): a replay reuses and finally removes the
@@ -146,9 +179,11 @@ class StreamSink:
         token = hashlib.sha256(self.bind().encode()).hexdigest()[:12]
         return f"{self.target.lakesink_dir()}/staging/{token}-b{batch_id}"
 
-    def commit_batch(self, batch_id: int, files: Sequence[StagedFile]) -> CommitReport:
+    def commit_batch(self, batch_id: int, files: Sequence[StagedFile],
+                     committer: Committer | None = None) -> CommitReport:
         try:
-            report = self.committer().commit(batch_id, files, None, {"lakesink.batch-id": str(batch_id)})
+            report = (committer or self.committer()).commit(batch_id, files, None,
+                                                            {"lakesink.batch-id": str(batch_id)})
         except CommitStateUnknownError:
             raise  # the pending state still needs the staged files: keep them for the retry
         except BaseException:
@@ -162,11 +197,10 @@ class StreamSink:
         to the engine as soon as this returns. Returns what happened: accepted, skipped
         (a replay of a batch in the table) or already-accepted (a replay of a batch a dead
         driver accepted: that attempt's files are committed, this one's go)."""
-        from .committer_service import raise_recorded_error
         raise_recorded_error(self.store)
-        committer = self.committer()
+        committer = self._plain_committer()
         if committer.is_committed(batch_id):
-            self.commit_batch(batch_id, files)  # skipped as a replay, its files removed
+            self.commit_batch(batch_id, files, committer)  # skipped as a replay, its files removed
             return "skipped"
         earlier = committer.pending.get(batch_id)
         if earlier is not None and not committer.target.missing_files(
@@ -185,7 +219,7 @@ class StreamSink:
             self.target.discard(files, include_placed=False)
             return
         try:
-            self.committer().abort(files, batch_id)
+            self._plain_committer().abort(files, batch_id)
         finally:
             self.remove_staging(batch_id)
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pyarrow as pa
-from pypaimon.common.file_io import FileIO
-from pypaimon.common.options import Options
 from pypaimon.schema.data_types import PyarrowFieldParser
 from pypaimon.schema.schema import Schema
 from pypaimon.schema.schema_manager import SchemaManager
 from pypaimon.table.bucket_mode import BucketMode
 from pypaimon.table.file_store_table import FileStoreTable
 
+from .. import storage
+from . import compat, parquet_layout
 from ..errors import (NotAPaimonTableError, SchemaMismatchError, TableAlreadyExistsError,
                       UnsupportedTableError)
 
@@ -19,22 +19,11 @@ from ..errors import (NotAPaimonTableError, SchemaMismatchError, TableAlreadyExi
 LAKESINK_DIR = "_lakesink"
 
 
-def normalize_path(path: str) -> str:
-    path = str(path)
-    if "://" not in path and not path.startswith("file:"):
-        import os
-        path = os.path.abspath(path)
-    return path.rstrip("/")
-
-
-def file_io_for(path: str, fs_options: dict | None = None) -> FileIO:
-    return FileIO.get(path, Options(dict(fs_options or {})))
-
-
 def open_table(path: str, fs_options: dict | None = None) -> FileStoreTable | None:
     """The table at `path`, or None when nothing is there. Anything else there is an error."""
-    path = normalize_path(path)
-    file_io = file_io_for(path, fs_options)
+    compat.install()  # read manifests of older Paimon versions (see compat.py)
+    path = storage.normalize(path)
+    file_io = storage.file_io(path, fs_options)
     if not file_io.exists(path):
         return None
     if not file_io.exists(f"{path}/schema"):
@@ -72,7 +61,7 @@ def _identifier(path: str):
 def create_table(path: str, schema: pa.Schema, partition_keys: list[str], primary_keys: list[str],
                  options: dict[str, str], fs_options: dict | None = None) -> FileStoreTable:
     """Create the table's first schema. Fails if another writer created it first."""
-    path = normalize_path(path)
+    path = storage.normalize(path)
     missing = [k for k in partition_keys + primary_keys if k not in schema.names]
     if missing:
         raise SchemaMismatchError(
@@ -80,7 +69,7 @@ def create_table(path: str, schema: pa.Schema, partition_keys: list[str], primar
         )
     paimon_schema = Schema.from_pyarrow_schema(schema, partition_keys=partition_keys or None,
                                                primary_keys=primary_keys or None, options=dict(options))
-    file_io = file_io_for(path, fs_options)
+    file_io = storage.file_io(path, fs_options)
     manager = SchemaManager(file_io, path)
     try:
         manager.create_table(paimon_schema)
@@ -102,18 +91,23 @@ def check_writable(table: FileStoreTable, path_name: str) -> None:
     if table.is_primary_key_table:
         raise UnsupportedTableError(
             f"{table.table_path} is a primary-key table; {path_name} writes append tables only for now. "
-            "Write primary-key tables with pypaimon's table writer (table.new_batch_write_builder())."
+            "Write primary-key tables with lakesink.write (the fast path) or pypaimon's table writer "
+            "(table.new_batch_write_builder())."
         )
     if table.bucket_mode() != BucketMode.BUCKET_UNAWARE:
         raise UnsupportedTableError(
             f"{table.table_path} is a fixed-bucket append table (bucket={table.total_buckets}); "
             f"{path_name} writes unaware-bucket append tables (bucket=-1) only for now. "
-            "Write it with pypaimon's table writer, or create the table with bucket=-1."
+            "Write it with lakesink.write (the fast path) or pypaimon's table writer, or create the table "
+            "with bucket=-1."
         )
     if (table.options.file_format() or "parquet").lower() != "parquet":
         raise UnsupportedTableError(
             f"{table.table_path} stores {table.options.file_format()} files; lakesink writes Parquet tables only."
         )
+    problem = parquet_layout.nanosecond_layout_problem(arrow_schema(table))
+    if problem is not None:
+        raise UnsupportedTableError(f"{table.table_path}: {path_name} cannot write this table: {problem}.")
 
 
 def check_schema(table: FileStoreTable, incoming: pa.Schema) -> None:

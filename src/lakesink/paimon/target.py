@@ -1,19 +1,13 @@
-"""The Paimon connector: a `CommitTarget` over a Paimon table directory.
+"""The Paimon connector's `CommitTarget`: one snapshot per checkpoint into a table directory.
 
-Commit identity lives in Paimon's own snapshot fields (commitUser,
-commitIdentifier). To answer "did (user, identifier) land?" without scanning
-every snapshot, each commit user has a small marker in `_lakesink/commit-users/`:
-written *before* a commit is attempted (so no marker means nothing of that
-user ever landed) and updated after it. The check then reads the marker and
-only the snapshots published since it. Expiry keeps markers current before it
-deletes snapshots (see maintenance), so the check stays right after expiry.
+Commit identity (which (commit user, identifier) landed) is kept as Paimon
+keeps it, in the snapshots, with a marker per user for fast checks: see
+`identity`.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -28,18 +22,14 @@ from pypaimon.write.file_store_commit import FileStoreCommit
 
 from .commit import new_file_store_commit
 
+from .. import storage
 from ..errors import CommitConflictError, SchemaMismatchError
 from ..protocol import crashpoints
 from ..protocol.target import CommitReport, CommitTarget, Overwrite
-from . import maintenance, tables
+from . import identity, maintenance, tables
 from .datafiles import StagedFile, place, table_path_of
-from .publish import write_file_atomically
 
 log = logging.getLogger(__name__)
-
-MARKER_FORMAT = "lakesink.commit-user"
-MARKER_VERSION = 1
-
 
 class TableSpec:
     """How to create the table on first commit, when it does not exist yet."""
@@ -52,12 +42,16 @@ class TableSpec:
 
 class PaimonTarget(CommitTarget[StagedFile]):
     def __init__(self, path: str, create: TableSpec | None = None, fs_options: dict | None = None):
-        self.path = tables.normalize_path(path)
+        self.path = storage.normalize(path)
         self.create = create
         self.fs_options = fs_options
         self.empty_commits = False  # streaming: a snapshot even for a batch without rows
         self.after_commit = []  # callables(table, report): e.g. background maintenance
         self.maintenance = True  # background expiry/tags after each commit (option maintenance.enabled)
+        # Fixed-bucket tables: the snapshot the write's sequence numbers were planned on. A
+        # commit that landed files in the same buckets after it is a conflict (pypaimon's
+        # fixed-bucket commit check): one writer per bucket, as Paimon requires.
+        self.bucket_check_from: int | None = None
         self._table = None
 
     def __getstate__(self):
@@ -91,7 +85,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
 
     @property
     def file_io(self):
-        return tables.file_io_for(self.path, self.fs_options)
+        return storage.file_io(self.path, self.fs_options)
 
     def describe(self) -> str:
         return self.path
@@ -99,73 +93,19 @@ class PaimonTarget(CommitTarget[StagedFile]):
     def lakesink_dir(self) -> str:
         return f"{self.path}/{tables.LAKESINK_DIR}"
 
-    # -- commit identity ---------------------------------------------------
-    def _marker_path(self, commit_user: str) -> str:
-        digest = hashlib.sha256(commit_user.encode()).hexdigest()[:32]
-        return f"{self.lakesink_dir()}/commit-users/{digest}.json"
-
-    def read_marker(self, commit_user: str) -> dict | None:
-        path = self._marker_path(commit_user)
-        file_io = self.file_io
-        if not file_io.exists(path):
-            return None
-        data = json.loads(file_io.read_file_utf8(path))
-        if data.get("format") != MARKER_FORMAT or data.get("commit_user") != commit_user:
-            raise ValueError(f"{path} is not a lakesink commit-user marker for {commit_user!r}")
-        return data
-
-    def _write_marker(self, commit_user: str, durable: bool = True, **fields) -> None:
-        data = {"format": MARKER_FORMAT, "version": MARKER_VERSION, "commit_user": commit_user,
-                "last_identifier": None, "last_snapshot": None, "scan_from": None}
-        data.update(fields)
-        write_file_atomically(self.file_io, self._marker_path(commit_user), json.dumps(data), durable)
-
+    # -- commit identity (see identity.py) ---------------------------------
     def forget_commit_user(self, commit_user: str) -> None:
-        """Drop the marker of a one-off commit user that will never commit again."""
-        self.file_io.delete_quietly(self._marker_path(commit_user))
+        identity.forget(self.file_io, self.path, commit_user)
 
     def last_committed(self, commit_user: str) -> int | None:
-        marker = self.read_marker(commit_user)
-        if marker is None:
-            return None  # a marker is written before any commit attempt: nothing ever landed
-        best = marker.get("last_identifier")
         table = self.table(refresh=True)
         if table is None:
-            return best
-        manager = table.snapshot_manager()
-        latest = manager.get_latest_snapshot()
-        if latest is None:
-            return best
-        start = marker.get("scan_from")
-        if start is None:
-            start = (marker.get("last_snapshot") or 0) + 1
-        earliest = manager.try_get_earliest_snapshot()
-        if earliest is not None and start < earliest.id:
-            start = earliest.id
-        # Newest first: identifiers of one user grow, so the first hit is the highest.
-        for snapshot_id in range(latest.id, start - 1, -1):
-            snapshot = manager.get_snapshot_by_id(snapshot_id)
-            if snapshot is None:
-                continue  # expired meanwhile; expiry updates the marker before deleting
-            if snapshot.commit_user == commit_user:
-                ident = snapshot.commit_identifier
-                return ident if best is None else max(best, ident)
-        return best
+            marker = identity.read_marker(self.file_io, self.path, commit_user)
+            return marker.get("last_identifier") if marker else None
+        return identity.last_committed(table, commit_user)
 
     def committed_snapshot(self, commit_user: str, identifier: int) -> Snapshot | None:
-        table = self.table(refresh=True)
-        manager = table.snapshot_manager()
-        latest = manager.get_latest_snapshot()
-        if latest is None:
-            return None
-        earliest = manager.try_get_earliest_snapshot()
-        for snapshot_id in range(latest.id, (earliest.id if earliest else 1) - 1, -1):
-            snapshot = manager.get_snapshot_by_id(snapshot_id)
-            if snapshot and snapshot.commit_user == commit_user and snapshot.commit_identifier == identifier:
-                return snapshot
-            if latest.id - snapshot_id > 1000:
-                break
-        return None
+        return identity.committed_snapshot(self.table(refresh=True), commit_user, identifier)
 
     # -- commit ------------------------------------------------------------
     def commit(self, commit_user: str, identifier: int, committables: Sequence[StagedFile],
@@ -175,16 +115,14 @@ class PaimonTarget(CommitTarget[StagedFile]):
         maintenance.raise_failure(self.path, self.file_io)  # an earlier background run failed
         table = self.table_or_create()
         latest = table.snapshot_manager().get_latest_snapshot()
-        marker = self.read_marker(commit_user) or {}
-        self._write_marker(commit_user, last_identifier=marker.get("last_identifier"),
-                           last_snapshot=marker.get("last_snapshot"),
-                           scan_from=(latest.id + 1) if latest else 1)
+        identity.before_commit(self.file_io, self.path, commit_user, latest)
         files = list(committables)
         self._check_schema_ids(table, files)
         place(table, files)
         crashpoints.reached("files-placed")
 
-        messages = _messages(files)
+        fixed = table.total_buckets if table.total_buckets and table.total_buckets > 0 else None
+        messages = _messages(files, fixed, self.bucket_check_from if fixed else None)
         rows = sum(f.row_count for f in files)
         size = sum(f.file_size for f in files)
         props = {"lakesink.rows-added": str(rows), "lakesink.files-added": str(len(files)),
@@ -210,9 +148,8 @@ class PaimonTarget(CommitTarget[StagedFile]):
                     empty_ok = table.copy({"snapshot.ignore-empty-commit": "false"})
                     file_store_commit = new_file_store_commit(empty_ok, commit_user)
                 file_store_commit.commit(messages, identifier, props)
-        except RuntimeError as exc:
-            if "conflict" in str(exc).lower():
-                raise CommitConflictError(f"Commit {identifier} to {self.path} conflicts: {exc}") from exc
+        except CommitConflictError as exc:
+            exc.identifier = identifier
             raise
         finally:
             file_store_commit.close()
@@ -220,10 +157,8 @@ class PaimonTarget(CommitTarget[StagedFile]):
 
         snapshot = (self.committed_snapshot(commit_user, identifier)
                     if (messages or overwrite or self.empty_commits) else None)
-        # Not fsynced: if a crash loses it, the scan from the earlier marker finds the snapshot.
-        self._write_marker(commit_user, durable=False, last_identifier=identifier,
-                           last_snapshot=snapshot.id if snapshot else (latest.id if latest else None),
-                           scan_from=None)
+        identity.after_commit(self.file_io, self.path, commit_user, identifier,
+                              snapshot.id if snapshot else (latest.id if latest else None))
         report = CommitReport(commit_user, identifier,
                               snapshot_id=snapshot.id if snapshot else None,
                               commit_kind=snapshot.commit_kind if snapshot else None,
@@ -294,11 +229,14 @@ class PaimonTarget(CommitTarget[StagedFile]):
                           meta=message.new_files[0], staged_path=data.get("staged_path"))
 
 
-def _messages(files: Sequence[StagedFile]) -> list[CommitMessage]:
+def _messages(files: Sequence[StagedFile], total_buckets: int | None = None,
+              check_from: int | None = None) -> list[CommitMessage]:
     grouped: dict[tuple, list] = {}
     for f in files:
         grouped.setdefault((tuple(f.partition), f.bucket), []).append(f.meta)
-    return [CommitMessage(partition=p, bucket=b, new_files=metas) for (p, b), metas in grouped.items()]
+    return [CommitMessage(partition=p, bucket=b, new_files=metas, total_buckets=total_buckets,
+                          check_from_snapshot=check_from)
+            for (p, b), metas in grouped.items()]
 
 
 class _AttemptCounter:

@@ -156,12 +156,16 @@ class Committer(Generic[C]):
                     f"{len(missing)} of its data files no longer exist ({shown}). The checkpoint is "
                     "older than the files it refers to; start from a new checkpoint location."
                 )
-            report = self._commit_once(record.identifier, committables, record.overwrite, record.properties,
-                                       keep_on_failure=record.acknowledged)
+            report = self._commit_restored(record, committables)
             report.restored = True
             self.pending.remove(record.identifier)
             reports.append(report)
         return reports
+
+    def _commit_restored(self, record: PendingCheckpoint, committables: Sequence[C]) -> CommitReport:
+        """Commit one pending checkpoint during `restore` (a hook for subclasses)."""
+        return self._commit_once(record.identifier, committables, record.overwrite, record.properties,
+                                 keep_on_failure=record.acknowledged)
 
     def _forget(self, identifier: int) -> None:
         if self.pending is not None:

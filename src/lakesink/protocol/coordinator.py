@@ -406,6 +406,20 @@ class CoordinatedCommitter(Committer):
             report.extra["aggregation"] = round_report
         return report
 
+    def _commit_restored(self, record, committables) -> CommitReport:
+        # Restored checkpoints commit like any other: events held meanwhile, a round after.
+        # (Files of a checkpoint another process accepted reach the bins by `catch_up`.)
+        self.coordinator.commit_started(record.identifier)
+        try:
+            report = super()._commit_restored(record, committables)
+        except BaseException:
+            self.coordinator.commit_finished(record.identifier, landed=False)
+            raise
+        round_report = self.coordinator.commit_finished(record.identifier, landed=True)
+        if round_report is not None:
+            report.extra["aggregation"] = round_report
+        return report
+
     def restore(self) -> list[CommitReport]:
         reports = super().restore()
         self.coordinator.catch_up()

@@ -28,6 +28,7 @@ POINTS = (
     "events-held",           # a writer event held by the aggregator's coordinator during a commit
     "mid-rewrite",           # a rewrite of small files has written part of its output
     "after-compact",         # compact snapshot published; coordinator state not yet saved
+    "task-staged",           # a JDBC task attempt committed its staging table, has not returned yet
 )
 
 

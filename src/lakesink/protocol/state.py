@@ -24,26 +24,18 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pyarrow import fs as pafs
 
+from .. import storage
 from ..errors import CorruptStateError
 from .target import Overwrite
 
 PENDING_FORMAT = "lakesink.pending-commit"
 PENDING_VERSION = 1
-
-
-def filesystem_for(path: str) -> tuple[pafs.FileSystem, str]:
-    """A pyarrow file system and the path inside it (plain paths are local)."""
-    if "://" in path or path.startswith("file:"):
-        if path.startswith("file:") and not path.startswith("file://"):
-            path = "file://" + path[len("file:"):]
-        return pafs.FileSystem.from_uri(path)
-    return pafs.LocalFileSystem(), os.path.abspath(path)
 
 
 @dataclass
@@ -79,9 +71,9 @@ class PendingCheckpoint:
 class StateStore:
     """A directory of small JSON documents, each replaced atomically."""
 
-    def __init__(self, directory: str):
+    def __init__(self, directory: str, options: Mapping[str, str] | None = None):
         self.directory = directory
-        self._fs, self._root = filesystem_for(directory)
+        self._fs, self._root = storage.arrow_fs(directory, options)
 
     def _path(self, name: str) -> str:
         return f"{self._root.rstrip('/')}/{name}"

@@ -22,11 +22,13 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ..errors import CommitConflictError, ConfigurationError
 from ..paimon import tables
-from ..paimon.compaction import (PaimonCompactionTarget, SmallFileAggregator, live_files, rewrite_on_driver,
-                                 rewrite_on_spark)
+from ..paimon.compaction import PaimonCompactionTarget, SmallFileAggregator, live_files
+from ..paimon.rewrite import rewrite_on_driver
 from ..paimon.target import PaimonTarget
 from ..protocol.aggregator import group_by_key
 from ..protocol.target import CommitReport
+from .rewrite import rewrite_on_spark
+from .session import is_connect
 
 log = logging.getLogger(__name__)
 PATH_NAME = "lakesink.compact"
@@ -71,7 +73,7 @@ def compact(spark, path: str, partitions: Sequence[Mapping[str, object]] | None 
             if not bins:
                 return CommitReport(user, 0, extra={"bins": 0})
             tasks = [aggregator.task_for(b) for b in bins]
-            outputs = (rewrite_on_spark(spark, tasks, on_progress) if spark is not None
+            outputs = (rewrite_on_spark(spark, tasks, on_progress) if spark is not None and not is_connect(spark)
                        else rewrite_on_driver(tasks))
             done = list(zip(bins, outputs))
             for attempt in range(1, max_attempts + 1):

@@ -6,12 +6,13 @@ import threading
 
 from collections.abc import Iterable, Mapping
 
+from .. import options as registry
 from ..errors import ConfigurationError
 from ..paimon.staged import PaimonStagedTable
 from ..protocol import CommitReport
 from ..protocol.staging import Terminated, run_staged
 from .fastpath import write as fast_write
-from .session import activate
+from .session import FORMAT, activate, is_connect
 
 ATOMICITY_OPTION = "ctas.atomicity-enabled"
 
@@ -38,12 +39,13 @@ def replace_table_as(df, path: str, partition_by: Iterable[str] | None = None,
 
 def _run(df, path, partition_by, options, replace, if_not_exists, via):
     options = dict(options or {})
-    atomic = str(options.pop(ATOMICITY_OPTION, "true")).strip().lower()
-    if atomic not in ("true", "false"):
-        raise ConfigurationError(f"Option {ATOMICITY_OPTION!r} has invalid value {atomic!r}: expected true or false.")
+    raw = {k: options.pop(k) for k in list(options) if k.lower() == ATOMICITY_OPTION}
+    atomic = registry.parse(raw, ("ctas",)).get(ATOMICITY_OPTION, registry.option(ATOMICITY_OPTION).default)
     if via not in ("fast", "native"):
         raise ConfigurationError(f"via={via!r}: expected 'fast' or 'native'.")
-    if atomic == "false":
+    if not atomic:
+        if replace:  # REPLACE TABLE replaces the whole table, whatever the session's overwrite mode
+            options["partitionOverwriteMode"] = "static"
         return _write(df, path, partition_by, options, "overwrite" if replace else "append", via)
     staged = PaimonStagedTable(path, replace=replace, if_not_exists=if_not_exists)
     # Background maintenance must not touch the staging directory while it is renamed.
@@ -55,8 +57,9 @@ def _run(df, path, partition_by, options, replace, if_not_exists, via):
         except Terminated:
             # Don't leave tasks writing into staging. Not from this thread: its py4j
             # connection still waits for the interrupted call's answer (the whole job).
-            canceller = threading.Thread(target=df.sparkSession.sparkContext.cancelAllJobs,
-                                         name="lakesink-cancel", daemon=True)
+            spark = df.sparkSession
+            cancel = spark.interruptAll if is_connect(spark) else spark.sparkContext.cancelAllJobs
+            canceller = threading.Thread(target=cancel, name="lakesink-cancel", daemon=True)
             canceller.start()
             canceller.join(timeout=60)
             raise
@@ -68,7 +71,7 @@ def _write(df, path, partition_by, options, mode, via):
     if via == "fast":
         return fast_write(df, path, mode, partition_by=partition_by, options=options)
     activate(df.sparkSession)  # this may run in a thread of the caller's
-    writer = df.write.format("paimon").mode(mode)
+    writer = df.write.format(FORMAT).mode(mode)
     if partition_by:
         writer = writer.option("partition", ",".join(partition_by))
     for key, value in options.items():

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceStreamArrowWriter,
                                     WriterCommitMessage)
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, UnsupportedTableError
+from .. import options as registry
 from ..options import WriteOptions
 from ..protocol import crashpoints
 from .arrow import spark_to_arrow
+from .checkpoint import query_id
 from .tasks import StagingWriter, TaskSpec, task_prefix
 
 PATH_NAME = "format('paimon')"
@@ -70,7 +72,7 @@ class PaimonDataSource(DataSource):
     def schema(self):
         from ..paimon.tables import arrow_schema, open_table
         from pyspark.sql.pandas.types import from_arrow_schema
-        table = open_table(self._path())
+        table = open_table(self._path(), registry.storage_options(self.options) or None)
         if table is None:
             raise ConfigurationError(f"Table {self._path()} does not exist.")
         return from_arrow_schema(arrow_schema(table))
@@ -88,6 +90,14 @@ class PaimonDataSource(DataSource):
     def streamReader(self, schema):
         from .reader import PaimonStreamReader
         return PaimonStreamReader(self._path(), dict(self.options), schema)
+
+
+class LakesinkPaimonDataSource(PaimonDataSource):
+    """The same data source under a name no other connector takes: `format("lakesink-paimon")`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "lakesink-paimon"
 
 
 class PaimonBatchWriter(DataSourceArrowWriter):
@@ -121,7 +131,7 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
 
     Sync: `commit()` commits the batch. Pipelined: `commit()` accepts the batch
     durably and hands it to the checkpoint's background committer process
-    (`paimon.committer_service`), which commits it while the next batch runs.
+    (`spark.committer_service`), which commits it while the next batch runs.
     """
 
     def __init__(self, path: str, options: dict, schema, overwrite: bool):
@@ -131,17 +141,19 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
             raise ConfigurationError(
                 "Output mode 'complete' is not supported by the paimon sink: use outputMode('append').")
         self.pipelined = opts.commit_mode == "pipelined"
-        if self.pipelined and opts.aggregator:
-            raise ConfigurationError(
-                "aggregator.enabled with commit.mode=pipelined is offered by lakesink.stream(...) (the fast "
-                "path); with format('paimon') use one of them.")
         arrow_schema = spark_to_arrow(schema)
-        self.sink = StreamSink(path, opts.checkpoint_location or options.get("checkpointlocation"),
-                               arrow_schema, opts, PATH_NAME)
+        checkpoint = opts.checkpoint_location or options.get("checkpointlocation")
+        self.sink = StreamSink(path, checkpoint, arrow_schema, opts, PATH_NAME,
+                               query_id(checkpoint, opts.fs_options))
+        if self.sink.keyed is not None:
+            raise UnsupportedTableError(
+                f"{self.sink.target.path} is a primary-key or fixed-bucket table; format('paimon') cannot "
+                "route rows to buckets (a Python data source cannot repartition its input). Stream into it "
+                "with lakesink.stream(...), which writes keyed tables.", table=self.sink.target.path)
         self.spec = TaskSpec("", self.sink.layout, self.sink.compression, _target_file_size(opts),
                              opts.fs_options or None)
         if self.pipelined:
-            from ..paimon.committer_service import spec_for
+            from .committer_service import spec_for
             self.service_spec = spec_for(path, self.sink.checkpoint, arrow_schema, options)
             if self.sink.commit_user is not None:
                 self._hand_over()  # a restarted query: pending batches are committed now, in order
@@ -149,7 +161,7 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
             self.sink.restore()
 
     def _hand_over(self) -> None:
-        from ..paimon.committer_service import ensure_running
+        from .committer_service import ensure_running
         ensure_running(self.service_spec)
 
     def write(self, iterator):

@@ -15,19 +15,19 @@ snapshot.
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Iterable
 
+from .. import filters
+from .. import options as registry
 from ..errors import ConfigurationError
 from ..paimon import scan
-from ..paimon.scan import Filter
-from .session import activate
+from ..filters import Filter
+from .session import FORMAT, activate
 
 log = logging.getLogger(__name__)
 
 
 def read(spark, path: str, *, snapshot: int | None = None, tag: str | None = None, timestamp=None,
-         filter=None):
+         filter=None, options: dict | None = None):
     """A DataFrame of the table at `path` (latest snapshot, or the given snapshot / tag / time).
 
     `filter` is a Spark SQL condition (`"dt = '2024-05-01' AND id > 10"`) or a list of
@@ -41,45 +41,49 @@ def read(spark, path: str, *, snapshot: int | None = None, tag: str | None = Non
 
     from ..paimon.tables import arrow_schema
 
-    table = scan.open_for_read(path)
+    fs_options = registry.storage_options(options or {})
+    registry.parse(options or {}, ())  # anything but storage options is an error
+    table = scan.open_for_read(path, fs_options or None)
     resolved = scan.resolve_snapshot(table, snapshot=snapshot, tag=tag, timestamp=timestamp)
     schema = from_arrow_schema(arrow_schema(table))
-    condition, filters = _filter_parts(filter)
-    planned = scan.plan_snapshot(table, resolved, scan.to_predicate(table, filters))
+    condition, conjuncts = _filter_parts(filter)
+    planned = scan.plan_snapshot(table, resolved, scan.to_predicate(table, conjuncts))
     blockers = scan.fast_path_blockers(table, planned)
     if blockers:
         log.info("lakesink.read(%s) reads through pypaimon: %s", path, "; ".join(blockers))
-        df = _native(spark, table.table_path, resolved)
+        df = _native(spark, table.table_path, resolved, fs_options)
     elif not planned.splits:
-        df = spark.createDataFrame(spark.sparkContext.emptyRDD(), schema)
+        df = spark.createDataFrame([], schema)  # (no sparkContext: works on Spark Connect too)
     else:
         df = spark.read.schema(schema).parquet(*planned.file_paths())
     return df.filter(condition) if condition is not None else df
 
 
 def plan(path: str, *, snapshot: int | None = None, tag: str | None = None, timestamp=None,
-         filter=None) -> scan.PlannedScan:
+         filter=None, options: dict | None = None) -> scan.PlannedScan:
     """What `read` would read, without Spark: the snapshot and its pruned splits (files)."""
-    table = scan.open_for_read(path)
+    table = scan.open_for_read(path, registry.storage_options(options or {}) or None)
     resolved = scan.resolve_snapshot(table, snapshot=snapshot, tag=tag, timestamp=timestamp)
-    _, filters = _filter_parts(filter)
-    return scan.plan_snapshot(table, resolved, scan.to_predicate(table, filters))
+    _, conjuncts = _filter_parts(filter)
+    return scan.plan_snapshot(table, resolved, scan.to_predicate(table, conjuncts))
 
 
-def _native(spark, path: str, snapshot):
+def _native(spark, path: str, snapshot, fs_options: dict):
     activate(spark)  # callers may be in a thread of their own
-    reader = spark.read.format("paimon")
+    reader = spark.read.format(FORMAT).options(**fs_options)
     if snapshot is not None:
         reader = reader.option("scan.snapshot-id", str(snapshot.id))
     return reader.load(path)
 
 
-def read_stream(spark, path: str, *, consumer_id: str | None = None, starting="latest",
-                read_overwrite: bool = False, max_rows_per_trigger: int | None = None):
+def read_stream(spark, path: str, *, consumer_id: str | None = None, starting="latest-full",
+                read_overwrite: bool = False, max_rows_per_trigger: int | None = None,
+                options: dict | None = None):
     """A streaming DataFrame of the rows each new snapshot of the table adds.
 
-    `starting`: "latest" (rows committed after the query starts; default), "earliest"
-    (everything still retained), "latest-full" (the current rows, then new ones), a
+    `starting`: "latest-full" (the current rows, then new ones; default, as Paimon and
+    Delta start), "latest" (only rows committed after the query starts), "earliest"
+    (everything still retained), a
     snapshot id (its rows and later ones), or a datetime / ISO string (rows of
     snapshots committed after it). A restarted query continues from its checkpoint;
     a new query with the same `consumer_id` continues where that consumer stopped.
@@ -89,11 +93,13 @@ def read_stream(spark, path: str, *, consumer_id: str | None = None, starting="l
     >>> sdf = lakesink.read_stream(spark, "/data/wh/db.db/bronze", consumer_id="silver")   # doctest: +SKIP
     """
     activate(spark)
-    reader = spark.readStream.format("paimon")
+    reader = spark.readStream.format(FORMAT)
     for key, value in stream_options(starting, consumer_id, read_overwrite).items():
         reader = reader.option(key, value)
     if max_rows_per_trigger is not None:
         reader = reader.option("read.stream.maxRowsPerTrigger", str(max_rows_per_trigger))
+    for key, value in (options or {}).items():
+        reader = reader.option(key, str(value))
     return reader.load(str(path))
 
 
@@ -121,40 +127,29 @@ def stream_options(starting, consumer_id: str | None = None, read_overwrite: boo
     return options
 
 
-# ---------------------------------------------------------------- filter → pruning terms
+# ---------------------------------------------------------------- filters
 
 def _filter_parts(filter) -> tuple[object, list[Filter]]:
     """(condition to apply in Spark, simple conjuncts for pruning)."""
     if filter is None:
         return None, []
     if isinstance(filter, str):
-        return filter, parse_conjuncts(filter)
-    items = [Filter(*item) if not isinstance(item, Filter) else item for item in _as_list(filter)]
+        return filter, filters.parse_sql(filter)
+    items = filters.from_tuples(filter)
     return _condition(items), items
 
 
-def _as_list(filter) -> list:
-    if isinstance(filter, (Filter, tuple)):
-        return [filter]
-    if isinstance(filter, Iterable):
-        return list(filter)
-    raise ConfigurationError(
-        f"filter={filter!r}: expected a Spark SQL condition string or a list of (column, op, value) tuples.")
-
-
-_OPS = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
-
-
 def _condition(items: list[Filter]):
+    """The conjunction of `items` as a Spark Column."""
     from pyspark.sql import functions as F
 
     condition = None
     for item in items:
         column = F.col(f"`{item.column}`")
-        op = item.op.lower() if isinstance(item.op, str) else item.op
-        if op in _OPS:
+        op = item.op
+        if op in filters.COMPARISONS:
             term = {"=": column.__eq__, "!=": column.__ne__, "<": column.__lt__, "<=": column.__le__,
-                    ">": column.__gt__, ">=": column.__ge__}[_OPS[op]](F.lit(item.value))
+                    ">": column.__gt__, ">=": column.__ge__}[op](F.lit(item.value))
         elif op == "in":
             term = column.isin(list(item.value))
         elif op == "not_in":
@@ -163,68 +158,10 @@ def _condition(items: list[Filter]):
             term = column.isNull()
         elif op == "is_not_null":
             term = column.isNotNull()
+        elif op == "eq_null_safe":
+            term = column.eqNullSafe(F.lit(item.value))
         else:
-            raise ConfigurationError(
-                f"Filter op {item.op!r} is unknown; use one of = != < <= > >= in not_in is_null is_not_null.")
+            term = {"starts_with": column.startswith, "ends_with": column.endswith,
+                    "contains": column.contains}[op](item.value)
         condition = term if condition is None else condition & term
     return condition
-
-
-# A small reader of `column op literal` conjuncts. Whatever it does not
-# recognise simply does not prune: Spark still applies the full condition.
-_IDENT = r"(?:`([^`]+)`|([A-Za-z_][A-Za-z0-9_]*))"
-_LITERAL = r"(?:'(?:[^']|'')*'|DATE\s*'[^']*'|-?\d+(?:\.\d+)?|TRUE|FALSE)"
-_COMPARE = re.compile(rf"^\s*{_IDENT}\s*(==|=|!=|<>|<=|>=|<|>)\s*({_LITERAL})\s*$", re.I)
-_IN = re.compile(rf"^\s*{_IDENT}\s+(NOT\s+)?IN\s*\(\s*({_LITERAL}(?:\s*,\s*{_LITERAL})*)\s*\)\s*$", re.I)
-_NULL = re.compile(rf"^\s*{_IDENT}\s+IS\s+(NOT\s+)?NULL\s*$", re.I)
-
-
-def parse_conjuncts(condition: str) -> list[Filter]:
-    out = []
-    for part in _split_and(condition):
-        if match := _COMPARE.match(part):
-            out.append(Filter(match.group(1) or match.group(2), _OPS[match.group(3)], _literal(match.group(4))))
-        elif match := _IN.match(part):
-            values = [_literal(v) for v in re.findall(_LITERAL, match.group(4), re.I)]
-            out.append(Filter(match.group(1) or match.group(2), "not_in" if match.group(3) else "in", values))
-        elif match := _NULL.match(part):
-            out.append(Filter(match.group(1) or match.group(2), "is_not_null" if match.group(3) else "is_null"))
-    return out
-
-
-def _split_and(condition: str) -> list[str]:
-    """Top-level AND-separated parts (not inside quotes or parentheses); [] if an OR is on top."""
-    parts, depth, quoted, start, i = [], 0, False, 0, 0
-    text = condition
-    while i < len(text):
-        ch = text[i]
-        if ch == "'":
-            quoted = not quoted
-        elif not quoted and ch == "(":
-            depth += 1
-        elif not quoted and ch == ")":
-            depth -= 1
-        elif not quoted and depth == 0 and re.match(r"\s(AND|OR)\s", text[i:i + 5], re.I):
-            word = text[i + 1:i + 4].upper().strip()
-            if word == "OR":
-                return []
-            parts.append(text[start:i])
-            start = i + 4
-            i += 4
-            continue
-        i += 1
-    parts.append(text[start:])
-    return parts
-
-
-def _literal(text: str):
-    import datetime as dt
-
-    upper = text.strip().upper()
-    if upper in ("TRUE", "FALSE"):
-        return upper == "TRUE"
-    if upper.startswith("DATE"):
-        return dt.date.fromisoformat(text.strip()[4:].strip().strip("'"))
-    if text.startswith("'"):
-        return text[1:-1].replace("''", "'")
-    return float(text) if "." in text else int(text)

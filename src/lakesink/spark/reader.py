@@ -11,22 +11,11 @@ filters a reader accepts. This reader accepts only filters it evaluates exactly
 itself, on the rows, with pyarrow (top-level integer, string, boolean and date
 columns); they also prune files. Everything else stays with Spark.
 
-Options (Paimon's names; short aliases in brackets):
-
-| key | meaning |
-|---|---|
-| `filter-pushdown` | batch: `true` to let the reader take filters (also needs `spark.sql.python.filterPushdown.enabled=true`; Spark refuses a reader offering `pushFilters` while that is off) |
-| `scan.snapshot-id` (`snapshot-id`) | batch: read this snapshot |
-| `scan.tag-name` (`tag`) | batch: read the snapshot of this tag |
-| `scan.timestamp-millis` (`timestamp`) | batch: the latest snapshot committed at or before this time |
-| `scan.mode` | stream: `latest` (default: rows committed after the query starts), `latest-full` (the current rows, then new ones), `earliest` (lakesink: everything still retained, then new rows), `from-snapshot` / `from-snapshot-full` (with `scan.snapshot-id`), `from-timestamp` (with `scan.timestamp-millis`: rows of snapshots committed after it) |
-| `consumer-id` | stream: record progress in the table (`consumer/consumer-<id>`) when Spark commits a batch; a new query with this id starts where the last one stopped |
-| `streaming-read-overwrite` | stream: also deliver the rows an OVERWRITE snapshot adds (default false: skipped; see paimon/scan.py) |
+Options: scopes `read` and `stream-read` of `lakesink.options` (docs/options.md).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from dataclasses import dataclass
 
@@ -36,41 +25,13 @@ from pyspark.sql.datasource import (DataSourceReader, DataSourceStreamReader, Eq
                                     StringEndsWith, StringStartsWith)
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-from ..errors import InvalidOptionError, UnknownOptionError
-from ..options import SPARK_SUPPLIED
+from .. import filters
+from .. import options as registry
+from ..errors import InvalidOptionError, SnapshotNotFoundError
 
 log = logging.getLogger(__name__)
 
-# canonical key → accepted spellings
-_BATCH_KEYS = {
-    "filter-pushdown": ("filter-pushdown",),
-    "scan.snapshot-id": ("scan.snapshot-id", "snapshot-id"),
-    "scan.tag-name": ("scan.tag-name", "tag"),
-    "scan.timestamp-millis": ("scan.timestamp-millis", "timestamp"),
-}
-_STREAM_KEYS = {
-    "scan.mode": ("scan.mode",),
-    "scan.snapshot-id": ("scan.snapshot-id", "snapshot-id"),
-    "scan.timestamp-millis": ("scan.timestamp-millis", "timestamp"),
-    "consumer-id": ("consumer-id",),
-    "streaming-read-overwrite": ("streaming-read-overwrite",),
-    "read.stream.maxRowsPerTrigger": ("read.stream.maxRowsPerTrigger", "maxRowsPerTrigger"),
-}
-STREAM_MODES = ("latest", "latest-full", "earliest", "from-snapshot", "from-snapshot-full", "from-timestamp")
-
-
-def parse_options(options: dict, known: dict) -> dict:
-    """Options by canonical key; unknown keys are an error naming the known ones."""
-    alias = {spelling.lower(): key for key, spellings in known.items() for spelling in spellings}
-    out = {}
-    for key, value in options.items():
-        low = key.lower()
-        if low in SPARK_SUPPLIED:
-            continue
-        if low not in alias:
-            raise UnknownOptionError(key, [s for spellings in known.values() for s in spellings])
-        out[alias[low]] = str(value)
-    return out
+STREAM_MODES = registry.option("scan.mode").choices
 
 
 @dataclass
@@ -83,124 +44,50 @@ class SplitsPartition(InputPartition):
 # ---------------------------------------------------------------- filters evaluated exactly
 
 _COMPARISONS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
+_STRINGS = {StringStartsWith: "starts_with", StringEndsWith: "ends_with", StringContains: "contains"}
 
 
-def _exact_value(value, arrow_type) -> bool:
-    """True when pyarrow compares `value` with a column of `arrow_type` exactly as Spark does."""
-    import pyarrow as pa
-
-    if value is None:
-        return False
-    if pa.types.is_integer(arrow_type):
-        if isinstance(value, bool) or not isinstance(value, int):
-            return False
-        try:
-            pa.scalar(value, arrow_type)
-        except (pa.ArrowInvalid, OverflowError):
-            return False
-        return True
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        return isinstance(value, str)  # both compare UTF-8 bytes (Spark's default collation)
-    if pa.types.is_boolean(arrow_type):
-        return isinstance(value, bool)
-    if pa.types.is_date32(arrow_type):
-        return isinstance(value, dt.date) and not isinstance(value, dt.datetime)
-    return False  # floats (NaN ordering differs), timestamps (time zones), decimals, nested
-
-
-def exact_filter(spark_filter, arrow_types: dict):
-    """`spark_filter` as a lakesink filter term we evaluate exactly, or None to leave it to Spark.
-
-    Terms: ("cmp", column, op, value) | ("in", column, values) | ("null", column, is_null)
-    | ("eqns", column, value) | ("str", column, kind, text) | ("not", term).
-    """
+def exact_filter(spark_filter, arrow_types: dict) -> filters.Term | None:
+    """`spark_filter` as a filter we evaluate exactly, or None to leave it to Spark."""
     column_path = getattr(spark_filter, "attribute", None)
     if isinstance(spark_filter, Not):
         inner = exact_filter(spark_filter.child, arrow_types)
-        return ("not", inner) if inner is not None else None
+        return filters.Not(inner) if inner is not None else None
     if not column_path or len(column_path) != 1 or column_path[0] not in arrow_types:
         return None
     column = column_path[0]
     arrow_type = arrow_types[column]
     kind = type(spark_filter)
-    if kind in _COMPARISONS:
+    if kind in _COMPARISONS or kind is EqualNullSafe:
         value = spark_filter.value
-        return ("cmp", column, _COMPARISONS[kind], value) if _exact_value(value, arrow_type) else None
-    if kind is EqualNullSafe:
-        return ("eqns", column, spark_filter.value) if _exact_value(spark_filter.value, arrow_type) else None
+        op = _COMPARISONS.get(kind, "eq_null_safe")
+        return filters.Filter(column, op, value) if filters.exact_value(value, arrow_type) else None
     if kind is In:
         values = list(spark_filter.value)
-        return ("in", column, values) if values and all(_exact_value(v, arrow_type) for v in values) else None
+        ok = values and all(filters.exact_value(v, arrow_type) for v in values)
+        return filters.Filter(column, "in", values) if ok else None
     if kind in (IsNull, IsNotNull):
-        return ("null", column, kind is IsNull)
-    if kind in (StringStartsWith, StringEndsWith, StringContains):
-        if _exact_value(spark_filter.value, arrow_type) and isinstance(spark_filter.value, str):
-            return ("str", column, kind.__name__, spark_filter.value)
+        return filters.Filter(column, "is_null" if kind is IsNull else "is_not_null")
+    if kind in _STRINGS and isinstance(spark_filter.value, str) and filters.exact_value(spark_filter.value, arrow_type):
+        return filters.Filter(column, _STRINGS[kind], spark_filter.value)
     return None
-
-
-def evaluate(term, batch):
-    """Boolean mask of `term` over `batch` with SQL null semantics (null = not selected)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    tag = term[0]
-    if tag == "not":
-        return pc.invert(evaluate(term[1], batch))
-    column = batch.column(batch.schema.get_field_index(term[1]))
-    if tag == "cmp":
-        _, _, op, value = term
-        scalar = pa.scalar(value, column.type)
-        return {"=": pc.equal, ">": pc.greater, ">=": pc.greater_equal, "<": pc.less,
-                "<=": pc.less_equal}[op](column, scalar)
-    if tag == "eqns":
-        return pc.fill_null(pc.equal(column, pa.scalar(term[2], column.type)), False)
-    if tag == "in":
-        return pc.is_in(column, value_set=pa.array(term[2], column.type))  # null input → null
-    if tag == "null":
-        return pc.is_null(column) if term[2] else pc.is_valid(column)
-    if tag == "str":
-        fn = {"StringStartsWith": pc.starts_with, "StringEndsWith": pc.ends_with,
-              "StringContains": pc.match_substring}[term[2]]
-        return fn(column, pattern=term[3])
-    raise AssertionError(f"unknown filter term {term!r}")
-
-
-def pruning_filters(term) -> list:
-    """The pypaimon-prunable part of an accepted term (paimon.scan.Filter); [] when none."""
-    from ..paimon.scan import Filter
-
-    tag = term[0]
-    if tag == "cmp":
-        return [Filter(term[1], term[2], term[3])]
-    if tag in ("eqns",):
-        return [Filter(term[1], "=", term[2])]
-    if tag == "in":
-        return [Filter(term[1], "in", term[2])]
-    if tag == "null":
-        return [Filter(term[1], "is_null" if term[2] else "is_not_null")]
-    return []  # NOT and string patterns: evaluated on rows only
 
 
 # ---------------------------------------------------------------- reading splits in tasks
 
-def read_splits(path: str, serialized: list, expected_schema, terms: list):
+def read_splits(path: str, serialized: list, expected_schema, terms: list, fs_options: dict | None = None):
     """Yield Arrow record batches of `serialized` splits, filtered by `terms`, as `expected_schema`."""
-    import pyarrow.compute as pc
     from pypaimon.read.split_serializer import deserialize_split_v1
 
     from ..paimon.scan import open_for_read
 
-    table = open_for_read(path)
+    table = open_for_read(path, fs_options)
     key_fields = _key_fields(table)
     splits = [deserialize_split_v1(blob, table.partition_keys_fields, key_fields) for blob in serialized]
     reader = table.new_read_builder().new_read().to_arrow_batch_reader(splits)
     for batch in reader:
         if terms:
-            mask = evaluate(terms[0], batch)
-            for term in terms[1:]:
-                mask = pc.and_kleene(mask, evaluate(term, batch))
-            batch = batch.filter(mask)
+            batch = batch.filter(filters.mask(terms, batch))
         if batch.num_rows:
             yield conform_batch(batch, expected_schema)
 
@@ -251,20 +138,19 @@ class PaimonBatchReader(DataSourceReader):
 
     def __new__(cls, path: str | None = None, options: dict | None = None, schema=None):
         # (no arguments when unpickled in a task)
-        wants = str(parse_options(options or {}, _BATCH_KEYS).get("filter-pushdown", "false")).strip().lower()
-        if wants not in ("true", "false"):
-            raise InvalidOptionError("filter-pushdown", wants, "true or false")
-        if cls is PaimonBatchReader and wants == "true":
+        wants = registry.parse(options or {}, ("read",)).get("filter-pushdown", False)
+        if cls is PaimonBatchReader and wants:
             cls = PaimonFilteringBatchReader
         return super().__new__(cls)
 
     def __init__(self, path: str, options: dict, schema):
         from ..paimon import scan
 
-        opts = parse_options(options, _BATCH_KEYS)
+        opts = registry.parse(options, ("read",))
         self.path = path
         self.schema = schema
-        table = scan.open_for_read(path)
+        self.fs_options = registry.storage_options(options) or None
+        table = scan.open_for_read(path, self.fs_options)
         snapshot = scan.resolve_snapshot(table, snapshot=opts.get("scan.snapshot-id"),
                                          tag=opts.get("scan.tag-name"),
                                          timestamp=opts.get("scan.timestamp-millis"))
@@ -275,14 +161,14 @@ class PaimonBatchReader(DataSourceReader):
     def plan(self):
         from ..paimon import scan
 
-        table = scan.open_for_read(self.path)
+        table = scan.open_for_read(self.path, self.fs_options)
         snapshot = (table.snapshot_manager().get_snapshot_by_id(self.snapshot_id)
                     if self.snapshot_id is not None else None)
         if self.snapshot_id is not None and snapshot is None:
-            raise scan.SnapshotNotFoundError(
+            raise SnapshotNotFoundError(
                 f"Snapshot {self.snapshot_id} of {self.path} expired while the query was planned; "
                 f"{scan.describe_range(table)}.")
-        predicate = scan.to_predicate(table, [f for term in self.terms for f in pruning_filters(term)])
+        predicate = scan.to_predicate(table, filters.prunable(self.terms))
         return scan.plan_snapshot(table, snapshot, predicate)
 
     def partitions(self):
@@ -291,7 +177,7 @@ class PaimonBatchReader(DataSourceReader):
     def read(self, partition):
         if partition is None or getattr(partition, "splits", None) is None:
             return iter(())  # Spark's placeholder partition for an empty plan
-        return read_splits(self.path, partition.splits, self.arrow_schema, self.terms)
+        return read_splits(self.path, partition.splits, self.arrow_schema, self.terms, self.fs_options)
 
 
 class PaimonFilteringBatchReader(PaimonBatchReader):
@@ -308,19 +194,6 @@ class PaimonFilteringBatchReader(PaimonBatchReader):
 
 
 # ---------------------------------------------------------------- streaming
-
-def _positive_int(opts: dict, key: str) -> int | None:
-    raw = opts.get(key)
-    if raw is None:
-        return None
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise InvalidOptionError(key, raw, "a positive whole number")
-    return value
-
 
 def _offset(snapshot: int, full: bool = False) -> dict:
     return {"snapshot": int(snapshot), "full": True} if full else {"snapshot": int(snapshot)}
@@ -341,12 +214,14 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, path: str, options: dict, schema):
         from ..paimon import scan
 
-        opts = parse_options(options, _STREAM_KEYS)
+        opts = registry.parse(options, ("stream-read",))
+        self.fs_options = registry.storage_options(options) or None
         self.path = path
         self.schema = schema
-        self.mode = opts.get("scan.mode", "latest").lower()
-        if self.mode not in STREAM_MODES:
-            raise InvalidOptionError("scan.mode", self.mode, "one of " + ", ".join(STREAM_MODES))
+        self.mode = opts.get("scan.mode", registry.option("scan.mode").default)
+        if self.mode == "default":  # Paimon's rule
+            self.mode = ("from-snapshot" if "scan.snapshot-id" in opts
+                         else "from-timestamp" if "scan.timestamp-millis" in opts else "latest-full")
         self.start_snapshot = opts.get("scan.snapshot-id")
         self.start_millis = opts.get("scan.timestamp-millis")
         need = {"from-snapshot": self.start_snapshot, "from-snapshot-full": self.start_snapshot,
@@ -361,19 +236,16 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 ConsumerManager._validate_consumer_id(self.consumer_id)
             except ValueError as exc:
                 raise InvalidOptionError("consumer-id", self.consumer_id, str(exc)) from None
-        overwrite = opts.get("streaming-read-overwrite", "false").strip().lower()
-        if overwrite not in ("true", "false"):
-            raise InvalidOptionError("streaming-read-overwrite", overwrite, "true or false")
-        self.read_overwrite = overwrite == "true"
-        self.max_rows = _positive_int(opts, "read.stream.maxRowsPerTrigger")
+        self.read_overwrite = opts.get("streaming-read-overwrite", False)
+        self.max_rows = opts.get("read.stream.maxRowsPerTrigger")
         self.available_now_end: int | None = None
         self.recorded: int | None = None  # snapshot the consumer file last recorded as read
-        scan.check_streamable(scan.open_for_read(path))
+        scan.check_streamable(scan.open_for_read(path, self.fs_options))
         self.arrow_schema = _expected_arrow_schema(schema)
 
     def _table(self):
         from ..paimon import scan
-        return scan.open_for_read(self.path)
+        return scan.open_for_read(self.path, self.fs_options)
 
     def initialOffset(self) -> dict:
         from ..paimon import scan
@@ -395,7 +267,7 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             wanted = scan._snapshot_id(self.start_snapshot)
             full = self.mode == "from-snapshot-full"
             if not (earliest <= wanted <= latest + (0 if full else 1)):
-                raise scan.SnapshotNotFoundError(
+                raise SnapshotNotFoundError(
                     f"Cannot start streaming {self.path} at snapshot {wanted}: {scan.describe_range(table)}.")
             return _offset(wanted, full=True) if full else _offset(wanted - 1)
         millis = scan.to_millis(self.start_millis)  # from-timestamp
@@ -459,7 +331,7 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start.get("full"):
             snapshot = table.snapshot_manager().get_snapshot_by_id(begin)
             if snapshot is None:
-                raise scan.SnapshotNotFoundError(
+                raise SnapshotNotFoundError(
                     f"Snapshot {begin} of {self.path} expired before the stream read it; "
                     f"{scan.describe_range(table)}. Restart the query from a new checkpoint.")
             splits.extend(scan.plan_snapshot(table, snapshot).splits)
@@ -468,7 +340,7 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _partitions(splits)
 
     def read(self, partition):
-        return read_splits(self.path, partition.splits, self.arrow_schema, [])
+        return read_splits(self.path, partition.splits, self.arrow_schema, [], self.fs_options)
 
     def commit(self, end: dict) -> None:
         """Spark has durably finished the batch ending at `end`: record the consumer's progress."""

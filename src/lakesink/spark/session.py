@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
 from .._java import ensure_java
+
+log = logging.getLogger(__name__)
+
+# The name that always reaches lakesink's data source (`paimon` may belong to another).
+FORMAT = "lakesink-paimon"
 
 # Spark's defaults, except where Paimon needs otherwise: INT96 timestamps carry no statistics.
 _DEFAULT_CONF = {
@@ -36,15 +42,36 @@ def session(app_name: str = "lakesink", master: str | None = None, conf: dict | 
     return spark
 
 
-def register(spark) -> None:
-    """Register the `paimon` Python data source on an existing session.
+def register(spark) -> bool:
+    """Register lakesink's data source on an existing session; True if `paimon` is lakesink's.
 
-    Also call it in each new Python thread that uses `format("paimon")`: see `activate`.
+    `format("lakesink-paimon")` always reaches lakesink. `format("paimon")` does too,
+    unless a JVM data source already owns that name (Apache Paimon's own Spark
+    connector on the classpath): Spark then refuses a second `paimon`, and lakesink
+    leaves that name to it rather than failing the whole set-up.
+    Also call it in each new Python thread that uses `format(...)`: see `activate`.
     """
-    from .datasource import PaimonDataSource
+    from .jdbc_datasource import JdbcDataSource
+    from .datasource import LakesinkPaimonDataSource, PaimonDataSource
 
-    spark.dataSource.register(PaimonDataSource)
+    spark.dataSource.register(LakesinkPaimonDataSource)
+    spark.dataSource.register(JdbcDataSource)  # format("lakesink-jdbc")
+    try:
+        spark.dataSource.register(PaimonDataSource)
+        owned = True
+    except Exception as exc:  # noqa: BLE001 - Spark raises AnalysisException (also over Connect)
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+            raise
+        log.warning("format('paimon') belongs to another data source in this session (e.g. Apache Paimon's "
+                    "Spark connector); use format('%s') for lakesink", FORMAT)
+        owned = False
     activate(spark)
+    return owned
+
+
+def is_connect(spark) -> bool:
+    """A Spark Connect session: no SparkContext, no JVM in this process."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def activate(spark) -> None:

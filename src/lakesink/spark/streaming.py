@@ -14,11 +14,16 @@ from collections.abc import Mapping
 
 from ..errors import ConfigurationError
 from ..options import WriteOptions
-from ..paimon.sink import describe_files, list_parquet_files
+from ..paimon.sink import describe_files
 from ..paimon.stream import StreamSink
 from ..protocol import PipelinedCommitter, crashpoints
 from .arrow import spark_to_arrow
+from .checkpoint import query_id
 from .fastpath import write_staged
+from .keyed import translate_error
+from .keyed_write import plan_batch, write_keyed_files
+from .output import list_parquet_files
+from .rewrite import distributed
 
 log = logging.getLogger(__name__)
 PATH_NAME = "lakesink.stream (fast path)"
@@ -48,11 +53,10 @@ class FastStreamSink:
         if self.sink.commit_user is None:
             self.sink.bind()
         if self.pipelined and self.pipeline is None:
-            self.pipeline = PipelinedCommitter(self.sink.committer(), self._committed_in_background)
-
-    def _committed_in_background(self, report) -> None:
-        self.reports.append(report)
-        self.sink.remove_staging(report.identifier)
+            # The same commit step as the format("paimon") committer process: everything
+            # pending, in batch order, staging removed (see protocol.pipelined).
+            self.pipeline = PipelinedCommitter(self.sink.committer(), self.reports.append,
+                                               commit_pending=self.sink.restore_holding_lock)
 
     def __call__(self, batch_df, batch_id: int) -> None:
         self._start()
@@ -60,12 +64,21 @@ class FastStreamSink:
         files = []
         try:
             self.sink.remove_staging(batch_id)  # leftovers of an attempt that died
-            write_staged(batch_df, job)
-            files = describe_files(list_parquet_files(self.sink.target.file_io, job.staging_dir),
-                                   self.sink.layout, self.sink.target.file_io)
-            crashpoints.reached("tasks-done")
-        except BaseException:
+            if self.sink.keyed is not None:
+                # Sequence numbers continue above the table's latest snapshot, which holds every
+                # earlier batch: sync commits (pipelined is refused for keyed tables).
+                files = write_keyed_files(batch_df, self.sink.target, self.sink.layout, self.sink.keyed,
+                                          plan_batch(self.sink.target), job.staging_dir, job.compression)
+            else:
+                write_staged(batch_df, job)
+                files = describe_files(list_parquet_files(job.staging_dir, self.sink.target.fs_options),
+                                       self.sink.layout, self.sink.target.file_io)
+                crashpoints.reached("tasks-done")
+        except BaseException as exc:
             self.sink.abort_batch(batch_id, files)
+            translated = translate_error(exc)
+            if translated is not None:
+                raise translated from None
             raise
         if self.pipeline is not None and not self.sink.committer().is_committed(batch_id):
             self.pipeline.submit(batch_id, files, None, {"lakesink.batch-id": str(batch_id)})
@@ -98,21 +111,34 @@ def stream(df, path: str, checkpoint: str, trigger: str | None = None, *,
     if partition_by:
         merged["partition"] = ",".join(partition_by)
     opts = WriteOptions.parse(merged)
-    trigger_args = _trigger(trigger) if trigger is not None else None  # checked before anything is written
-    sink = StreamSink(path, checkpoint, spark_to_arrow(df.schema), opts, PATH_NAME)
+    trigger_args = parse_trigger(trigger) if trigger is not None else None  # checked before anything is written
+    sink = StreamSink(path, checkpoint, spark_to_arrow(df.schema), opts, PATH_NAME,
+                      query_id(checkpoint, opts.fs_options))
+    if sink.keyed is not None and opts.commit_mode == "pipelined":
+        raise ConfigurationError(
+            "commit.mode=pipelined is not offered for primary-key and fixed-bucket tables yet: a batch's "
+            "sequence numbers must continue above the previous batch's, which is still being committed. "
+            "Use commit_mode='sync'.", option="commit.mode", table=sink.target.path)
+    sink.rewriter = distributed(df.sparkSession)
     sink.restore()
     handler = FastStreamSink(sink, pipelined=opts.commit_mode == "pipelined")
+    return start_foreach_batch(df, handler, checkpoint, trigger_args, query_name)
+
+
+def start_foreach_batch(df, handler, checkpoint: str, trigger_args: dict | None, query_name: str | None):
+    """Start `df` into `handler` (a foreachBatch function); `query.lakesink_sink` is the handler
+    (its reports; `close()` waits for pipelined commits)."""
     writer = df.writeStream.foreachBatch(handler).option("checkpointLocation", checkpoint).outputMode("append")
     if query_name:
         writer = writer.queryName(query_name)
     if trigger_args is not None:
         writer = writer.trigger(**trigger_args)
     query = writer.start()
-    query.lakesink_sink = handler  # reports; close() waits for pipelined commits
+    query.lakesink_sink = handler
     return query
 
 
-def _trigger(trigger) -> dict:
+def parse_trigger(trigger) -> dict:
     if isinstance(trigger, dict):
         if "continuous" in trigger:
             raise ConfigurationError("Continuous triggers are not supported: exactly-once commits need "

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..paimon import tables
+from .. import storage
+from ..errors import JobAbortedError
+from ..paimon import parquet_layout
 from ..paimon.datafiles import StagedFile, TableLayout, describe_parquet
 from .arrow import conform, split_by_partition
 
@@ -60,11 +62,11 @@ class StagingWriter:
 
     def __post_init__(self):
         self.schema = self.spec.layout.arrow_schema()
-        self.file_io = tables.file_io_for(self.spec.staging_dir, self.spec.fs_options)
+        self.file_io = storage.file_io(self.spec.staging_dir, self.spec.fs_options)
         if self.spec.create_dir:
             self.file_io.check_or_mkdirs(self.spec.staging_dir)
         elif not self.file_io.exists(self.spec.staging_dir):
-            raise RuntimeError(f"staging directory {self.spec.staging_dir} is gone: the job was aborted")
+            raise JobAbortedError(f"staging directory {self.spec.staging_dir} is gone: the job was aborted")
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         data = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
@@ -87,10 +89,11 @@ class StagingWriter:
     def _new_file(self, partition: tuple) -> _OpenFile:
         path = f"{self.spec.staging_dir}/{self.prefix}-{uuid.uuid4().hex}.parquet"
         if not self.spec.create_dir and not self.file_io.exists(self.spec.staging_dir):
-            raise RuntimeError(f"staging directory {self.spec.staging_dir} is gone: the job was aborted")
+            raise JobAbortedError(f"staging directory {self.spec.staging_dir} is gone: the job was aborted")
         stream = self.file_io.new_output_stream(path)
+        # Laid out as Paimon's Java writer does, so that every Paimon reader accepts it.
         writer = pq.ParquetWriter(stream, self.schema, compression=self.spec.compression,
-                                  use_deprecated_int96_timestamps=False, coerce_timestamps="us")
+                                  **parquet_layout.writer_options(self.schema))
         opened = _OpenFile(path, writer, partition)
         opened.stream = stream
         self._open[partition] = opened

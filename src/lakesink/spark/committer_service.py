@@ -16,12 +16,10 @@ beside the lock; the service also looks at the pending state every
 `POLL_SECONDS`, so a lost wake-up only delays a commit.
 
 A failed commit stops the service and leaves `committer-error.json` in the
-sink's state directory; the next `commit()` (or `await_commits`) raises it, so
-the query fails instead of running on, and the restarted query's service
-retries the batch (an acknowledged batch keeps its files and pending state):
-
-    {"format": "lakesink.committer-error", "version": 1, "identifier": 7,
-     "error": "CommitFailedError", "message": "...", "time_ms": 1763740000000}
+sink's state directory (see `protocol.pipelined`); the next `commit()` (or
+`await_commits`) raises it, so the query fails instead of running on, and the
+restarted query's service retries the batch (an acknowledged batch keeps its
+files and pending state).
 
 The spec (table path, checkpoint, schema, writer options) reaches the service
 on its stdin, never on disk: writer options may hold credentials. The service
@@ -35,122 +33,24 @@ from __future__ import annotations
 import base64
 import contextlib
 import errno
-import fcntl
-import hashlib
 import json
 import logging
 import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-from ..errors import BackgroundCommitError, CorruptStateError
+from .. import storage
+from ..errors import BackgroundCommitError
 from ..protocol import PendingStore, StateStore
+from .checkpoint import query_id
+from ..protocol.pipelined import (IDLE_SECONDS, STOP, CheckpointLock, checkpoint_key, raise_recorded_error,
+                                  record_error, runtime_dir, socket_path, wake)
 
 log = logging.getLogger(__name__)
 
-IDLE_SECONDS = float(os.environ.get("LAKESINK_COMMITTER_IDLE_SECONDS", "60"))
 POLL_SECONDS = 2.0
-ERROR_DOCUMENT = "committer-error.json"
-ERROR_FORMAT = "lakesink.committer-error"
-ERROR_VERSION = 1
-
-
-def runtime_dir() -> Path:
-    directory = Path(tempfile.gettempdir()) / f"lakesink-committers-{os.getuid()}"
-    directory.mkdir(mode=0o700, exist_ok=True)
-    return directory
-
-
-def _absolute(path: str) -> str:
-    """Local paths made absolute: the service may not share the caller's working directory."""
-    path = path.rstrip("/")
-    return path if "://" in path or path.startswith("file:") else os.path.abspath(path)
-
-
-def _key(checkpoint: str) -> str:
-    return hashlib.sha256(_absolute(checkpoint).encode()).hexdigest()[:20]
-
-
-class CheckpointLock:
-    """The host-wide lock that makes one process at a time commit a checkpoint's pending batches."""
-
-    def __init__(self, checkpoint: str):
-        self.path = runtime_dir() / f"{_key(checkpoint)}.lock"
-        self._fd: int | None = None
-
-    def acquire(self, timeout: float | None = 0.0) -> bool:
-        """`timeout=0`: try once; `None`: wait as long as it takes."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self._fd = fd
-                return True
-            except BlockingIOError:
-                if deadline is not None and time.monotonic() >= deadline:
-                    os.close(fd)
-                    return False
-                time.sleep(0.05)
-
-    @property
-    def fd(self) -> int | None:
-        return self._fd
-
-    @classmethod
-    def adopt(cls, checkpoint: str, fd: int) -> CheckpointLock:
-        """The lock held through a descriptor inherited from `ensure_running`."""
-        lock = cls(checkpoint)
-        lock._fd = fd
-        return lock
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing drops the flock
-            self._fd = None
-
-    @contextlib.contextmanager
-    def held(self, timeout: float, what: str):
-        if not self.acquire(timeout):
-            raise BackgroundCommitError(
-                f"Another process kept the committer lock {self.path} for {timeout:.0f} s while {what}. "
-                "Is another query running on the same checkpoint on this host?")
-        try:
-            yield
-        finally:
-            self.release()
-
-    def is_held_elsewhere(self) -> bool:
-        if self.acquire(0.0):
-            self.release()
-            return False
-        return True
-
-
-def _socket_path(checkpoint: str) -> str:
-    return str(runtime_dir() / f"{_key(checkpoint)}.sock")
-
-
-WAKE, STOP = b"w", b"q"
-
-
-def wake(checkpoint: str, message: bytes = WAKE) -> bool:
-    """Tell a running service that a batch is pending; False if none listens."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-        try:
-            sock.sendto(message, _socket_path(checkpoint))
-            return True
-        except OSError:
-            return False
-
-
-def ask_to_stop(checkpoint: str) -> bool:
-    """Ask a running service to exit once nothing is pending (a synchronous run takes over)."""
-    return wake(checkpoint, STOP)
 
 
 def ensure_running(spec: dict) -> None:
@@ -166,12 +66,12 @@ def ensure_running(spec: dict) -> None:
         wake(checkpoint)
         return
     crash_group = os.environ.get("LAKESINK_CRASH_PGID")
-    log_path = runtime_dir() / f"{_key(checkpoint)}.log"
+    log_path = runtime_dir() / f"{checkpoint_key(checkpoint)}.log"
     try:
         with open(log_path, "ab") as out:
             # Not waited for: the service outlives this (per-batch) process on purpose.
             child = subprocess.Popen(
-                [sys.executable, "-m", "lakesink.paimon.committer_service", str(lock.fd)],
+                [sys.executable, "-m", "lakesink.spark.committer_service", str(lock.fd)],
                 stdin=subprocess.PIPE, stdout=out, stderr=out, close_fds=True, pass_fds=(lock.fd,),
                 start_new_session=not crash_group,
                 preexec_fn=(lambda: os.setpgid(0, int(crash_group))) if crash_group else None)
@@ -182,27 +82,8 @@ def ensure_running(spec: dict) -> None:
 
 
 def spec_for(path: str, checkpoint: str, schema, options: dict) -> dict:
-    return {"path": _absolute(path), "checkpoint": _absolute(checkpoint), "options": options,
+    return {"path": storage.normalize(path), "checkpoint": storage.normalize(checkpoint), "options": options,
             "schema": base64.b64encode(schema.serialize().to_pybytes()).decode()}
-
-
-def record_error(store: StateStore, identifier: int | None, exc: BaseException) -> None:
-    store.write_json(ERROR_DOCUMENT, {"format": ERROR_FORMAT, "version": ERROR_VERSION,
-                                      "identifier": identifier, "error": type(exc).__name__,
-                                      "message": str(exc), "time_ms": int(time.time() * 1000)})
-
-
-def raise_recorded_error(store: StateStore) -> None:
-    """Raise (once) the failure the background committer left behind."""
-    document = store.read_json(ERROR_DOCUMENT)
-    if document is None:
-        return
-    if document.get("format") != ERROR_FORMAT or document.get("version") != ERROR_VERSION:
-        raise CorruptStateError(f"{store.directory}/{ERROR_DOCUMENT} has an unknown format: {document!r}")
-    store.delete(ERROR_DOCUMENT)
-    raise BackgroundCommitError(
-        f"The background commit of batch {document.get('identifier')} failed: {document['error']}: "
-        f"{document['message']}")
 
 
 def await_commits(checkpoint: str, timeout: float = 120.0, options: dict | None = None) -> None:
@@ -236,8 +117,8 @@ def await_commits(checkpoint: str, timeout: float = 120.0, options: dict | None 
 
 def _commit_pending_here(checkpoint: str, store: StateStore, options: dict) -> None:
     from ..options import WriteOptions
-    from .stream import StreamSink
-    from .tables import arrow_schema, open_table
+    from ..paimon.stream import StreamSink
+    from ..paimon.tables import arrow_schema, open_table
 
     binding = store.read_json("sink.json")
     if binding is None:
@@ -248,8 +129,8 @@ def _commit_pending_here(checkpoint: str, store: StateStore, options: dict) -> N
     if table is None:
         raise BackgroundCommitError(f"{checkpoint} has pending batches for {binding['table']}, "
                                     "which no longer exists.")
-    StreamSink(binding["table"], checkpoint, arrow_schema(table), write_options,
-               "lakesink.await_commits").restore()
+    StreamSink(binding["table"], checkpoint, arrow_schema(table), write_options, "lakesink.await_commits",
+               query_id(checkpoint, write_options.fs_options)).restore()
 
 
 def serve(spec: dict, lock_fd: int) -> int:
@@ -257,20 +138,21 @@ def serve(spec: dict, lock_fd: int) -> int:
     import pyarrow as pa
 
     from ..options import WriteOptions
-    from .stream import StreamSink
+    from ..paimon.stream import StreamSink
 
     checkpoint = spec["checkpoint"]
     lock = CheckpointLock.adopt(checkpoint, lock_fd)
     try:
         schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(spec["schema"])))
-        sink = StreamSink(spec["path"], checkpoint, schema, WriteOptions.parse(spec["options"]),
-                          "format('paimon')")
+        options = WriteOptions.parse(spec["options"])
+        sink = StreamSink(spec["path"], checkpoint, schema, options, "format('paimon')",
+                          query_id(checkpoint, options.fs_options))
     except BaseException as exc:  # e.g. corrupt sink state: the next batch must hear of it
         record_error(StateStore(f"{checkpoint}/lakesink"), None, exc)
         log.exception("committer for %s could not start", checkpoint)
         lock.release()
         return 1
-    sock_path = _socket_path(checkpoint)
+    sock_path = socket_path(checkpoint)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(sock_path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)

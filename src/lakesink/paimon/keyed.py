@@ -1,0 +1,252 @@
+"""Primary-key and fixed-bucket tables: what a write must know, check and record.
+
+A keyed table's data file is a key-value file, laid out as pypaimon's
+KeyValueDataWriter (and Java's KeyValueDataFileWriter) write it:
+
+    _KEY_<k> ...       the primary key minus partition columns ("trimmed" key), table order of the key
+    _SEQUENCE_NUMBER   int64, NOT NULL: the row's version; readers keep the highest (first-row: lowest)
+    _VALUE_KIND        int8, NOT NULL: 0 +I, 1 -U, 2 +U, 3 -D
+    <every table column, table order>
+
+Each key appears once per file and rows are sorted by key. Sequence numbers of
+a write continue above the highest one of its (partition, bucket), read from the
+manifests when the write is planned. Fixed-bucket append tables keep plain
+Parquet files, only placed in their bucket.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pypaimon.manifest.schema.simple_stats import SimpleStats
+from pypaimon.table.row.generic_row import GenericRow
+
+from ..errors import ConfigurationError, UnsupportedTableError
+from .datafiles import StagedFile, TableLayout, column_stats, describe_parquet
+
+SEQUENCE = "_SEQUENCE_NUMBER"
+VALUE_KIND = "_VALUE_KIND"
+KEY_PREFIX = "_KEY_"
+ROW_KINDS = {"+I": 0, "-U": 1, "+U": 2, "-D": 3}
+RETRACT_KINDS = (1, 3)
+MERGE_ENGINES = ("deduplicate", "first-row")
+_REFUSED_ENGINES = ("partial-update", "aggregation")
+_BUCKET_DIR = "lakesink_bucket"
+
+
+@dataclass(frozen=True)
+class KeyedSpec:
+    """How rows of one keyed write are bucketed, merged and laid out (picklable, no I/O)."""
+
+    primary_keys: tuple  # empty: a fixed-bucket append table
+    trimmed_keys: tuple  # primary key minus partition columns: the file's key
+    partition_keys: tuple
+    bucket_keys: tuple
+    num_buckets: int
+    merge_engine: str = "deduplicate"
+    sequence_fields: tuple = ()
+    rowkind_field: str | None = None
+
+    @property
+    def has_primary_key(self) -> bool:
+        return bool(self.primary_keys)
+
+    @classmethod
+    def resolve(cls, primary_keys, partition_keys, options: dict, column_names) -> KeyedSpec:
+        """From a table's (or a table-to-be's) keys and options; every refusal names its option."""
+        primary_keys = tuple(primary_keys)
+        partition_keys = tuple(partition_keys)
+        raw_bucket = str(options.get("bucket", "-1" if not primary_keys else "")).strip()
+        if not raw_bucket:
+            raise ConfigurationError(
+                "bucket: a primary-key table written by lakesink needs a fixed number of buckets, e.g. "
+                "options={'bucket': '8'} (dynamic bucket=-1 and postpone bucket=-2 are not supported)."
+            )
+        try:
+            num_buckets = int(raw_bucket)
+        except ValueError:
+            raise ConfigurationError(f"bucket={raw_bucket!r} is not an integer.") from None
+        if num_buckets < 1:
+            kind = {-1: "dynamic", -2: "postpone"}.get(num_buckets, "an invalid")
+            raise ConfigurationError(
+                f"bucket={num_buckets} ({kind} bucket mode) is not supported for keyed writes: lakesink "
+                "computes each row's bucket itself and needs a fixed bucket count >= 1."
+            )
+        missing = [k for k in primary_keys if k not in column_names]
+        if missing:
+            raise ConfigurationError(f"primary-key column(s) {missing} are not among the data's columns {list(column_names)}.")
+        trimmed = tuple(k for k in primary_keys if k not in partition_keys)
+        if primary_keys and not trimmed:
+            raise ConfigurationError(
+                f"primary-key {list(primary_keys)} consists of partition columns only; Paimon needs at "
+                "least one primary-key column that is not a partition column."
+            )
+        bucket_key_opt = options.get("bucket-key")
+        bucket_keys = tuple(c.strip() for c in bucket_key_opt.split(",") if c.strip()) if bucket_key_opt else trimmed
+        if not bucket_keys:
+            raise ConfigurationError(
+                f"bucket-key: a fixed-bucket append table (bucket={num_buckets}) needs a bucket key, "
+                "e.g. options={'bucket-key': 'user_id'}."
+            )
+        bad = [k for k in bucket_keys if k not in column_names]
+        if bad:
+            raise ConfigurationError(f"bucket-key column(s) {bad} are not among the data's columns.")
+        if primary_keys and not set(bucket_keys) <= set(trimmed):
+            raise ConfigurationError(
+                f"bucket-key {list(bucket_keys)} must be a subset of the primary key minus partition columns "
+                f"{list(trimmed)} (a key's rows must all land in one bucket)."
+            )
+        if set(bucket_keys) & set(partition_keys):
+            raise ConfigurationError(f"bucket-key {list(bucket_keys)} must not contain partition columns.")
+        engine = str(options.get("merge-engine", "deduplicate")).strip().lower()
+        if primary_keys and engine not in MERGE_ENGINES:
+            hint = " (not implemented by lakesink yet)" if engine in _REFUSED_ENGINES else ""
+            raise ConfigurationError(
+                f"merge-engine={engine!r}{hint}: lakesink writes primary-key tables with merge-engine "
+                f"{' or '.join(MERGE_ENGINES)}; write this table with pypaimon's table writer."
+            )
+        sequence_fields = tuple(c.strip() for c in str(options.get("sequence.field") or "").split(",") if c.strip())
+        bad = [c for c in sequence_fields if c not in column_names]
+        if bad:
+            raise ConfigurationError(f"sequence.field column(s) {bad} are not among the data's columns.")
+        rowkind = options.get("rowkind.field")
+        if rowkind is not None and rowkind not in column_names:
+            raise ConfigurationError(f"rowkind.field={rowkind!r} is not among the data's columns.")
+        if not primary_keys:
+            for key in ("sequence.field", "rowkind.field"):
+                if options.get(key):
+                    raise ConfigurationError(f"{key} applies to primary-key tables only; this table has none.")
+        if rowkind and engine == "first-row":
+            raise ConfigurationError(
+                "rowkind.field with merge-engine=first-row: first-row tables take inserts only "
+                "(Paimon ignores or refuses their retractions); drop rowkind.field."
+            )
+        return cls(primary_keys, trimmed, partition_keys, bucket_keys, num_buckets, engine,
+                   sequence_fields, rowkind)
+
+    @classmethod
+    def of_table(cls, table) -> KeyedSpec:
+        return cls.resolve(table.primary_keys, table.partition_keys, dict(table.table_schema.options),
+                           [f.name for f in table.table_schema.fields])
+
+
+def is_keyed_table(table) -> bool:
+    return table.is_primary_key_table or int(table.table_schema.options.get("bucket", "-1")) != -1
+
+
+def check_keyed_table(table, requested_primary_keys) -> None:
+    """A write with `primary_key=` must match the existing table's key; the table must be Parquet."""
+    if requested_primary_keys and list(requested_primary_keys) != list(table.primary_keys):
+        have = list(table.primary_keys) or "none (an append table)"
+        raise ConfigurationError(
+            f"primary-key {list(requested_primary_keys)} differs from the table's primary key {have}; "
+            "the key of an existing table cannot be changed by a write."
+        )
+    if (table.options.file_format() or "parquet").lower() != "parquet":
+        raise UnsupportedTableError(f"{table.table_path} stores {table.options.file_format()} files; "
+                                    "lakesink writes Parquet tables only.")
+    for key in ("deletion-vectors.enabled",):
+        if str(table.table_schema.options.get(key, "false")).lower() == "true":
+            raise UnsupportedTableError(f"{table.table_path} has {key}=true, which lakesink does not write yet.")
+    changelog = str(table.table_schema.options.get("changelog-producer", "none")).lower()
+    if changelog not in ("none",):
+        raise UnsupportedTableError(
+            f"{table.table_path} has changelog-producer={changelog}, which lakesink does not write yet.")
+
+
+def next_sequence_numbers(table) -> dict[tuple, int]:
+    """{(partition tuple, bucket): first free sequence number} over the table's latest snapshot."""
+    if table is None or table.snapshot_manager().get_latest_snapshot() is None:
+        return {}
+    splits = table.new_read_builder().new_scan().plan_for_write().splits()
+    out: dict[tuple, int] = {}
+    for split in splits:
+        key = (tuple(split.partition.values), split.bucket)
+        top = max(f.max_sequence_number for f in split.files) + 1
+        if top > out.get(key, 0):
+            out[key] = top
+    return out
+
+
+def bucket_of_path(path: str) -> int:
+    """The bucket of a staged file: Spark wrote it under `lakesink_bucket=<n>/` (an integer: exact)."""
+    for part in path.split("/"):
+        if part.startswith(_BUCKET_DIR + "="):
+            return int(part.split("=", 1)[1])
+    raise ValueError(f"{path} is not under a {_BUCKET_DIR}=<n> directory")
+
+
+def describe_keyed(path: str, layout: TableLayout, spec: KeyedSpec, file_io,
+                   metadata: pq.FileMetaData | None = None) -> StagedFile:
+    """The committable of one staged file of a keyed write (key-value or fixed-bucket append)."""
+    if metadata is None:
+        with file_io.new_input_stream(path) as stream:
+            metadata = pq.read_metadata(stream)
+    staged = describe_parquet(path, layout, file_io, metadata=metadata)
+    staged.bucket = bucket_of_path(path)
+    if not spec.has_primary_key:
+        # Fixed-bucket append file: sequence numbers count its rows from the bucket's next free one.
+        return staged
+    fields = {f.name: f for f in layout.fields}
+    key_fields = [fields[k] for k in spec.trimmed_keys]
+    first, last, float_keys = _edge_keys(path, spec, file_io, metadata)
+    key_stats = _key_stats(metadata, key_fields, float_keys)
+    seq = column_stats(metadata, [_long_field(SEQUENCE)], {SEQUENCE: pa.int64()})[SEQUENCE]
+    deletes = _retractions(path, file_io) if spec.rowkind_field else 0
+    staged.meta = dataclasses.replace(
+        staged.meta,
+        min_key=GenericRow(first, key_fields), max_key=GenericRow(last, key_fields), key_stats=key_stats,
+        min_sequence_number=seq[0], max_sequence_number=seq[1], delete_row_count=deletes)
+    return staged
+
+
+def _long_field(name: str):
+    from pypaimon.schema.data_types import AtomicType, DataField
+    return DataField(-1, name, AtomicType("BIGINT", nullable=False))
+
+
+def _edge_keys(path, spec: KeyedSpec, file_io, metadata):
+    """First and last key of a sorted file: read from its first and last row groups only.
+
+    Float keys carry no safe footer min/max; their stats come from the key columns read here.
+    """
+    columns = [KEY_PREFIX + k for k in spec.trimmed_keys]
+    with file_io.new_input_stream(path) as stream:
+        reader = pq.ParquetFile(stream)
+        head = reader.read_row_group(0, columns=columns)
+        tail = head if metadata.num_row_groups == 1 else reader.read_row_group(metadata.num_row_groups - 1,
+                                                                               columns=columns)
+        float_keys = {}
+        floats = [c for c in columns if pa.types.is_floating(head.schema.field(c).type)]
+        if floats:
+            whole = reader.read(columns=floats)
+            for c in floats:
+                mm = pc.min_max(whole.column(c))
+                float_keys[c[len(KEY_PREFIX):]] = (mm["min"].as_py(), mm["max"].as_py(), whole.column(c).null_count)
+    first = [head.column(c)[0].as_py() for c in columns]
+    last = [tail.column(c)[tail.num_rows - 1].as_py() for c in columns]
+    return first, last, float_keys
+
+
+def _key_stats(metadata, key_fields, float_keys) -> SimpleStats:
+    from pypaimon.schema.data_types import PyarrowFieldParser
+    renamed = [dataclasses.replace(f, name=KEY_PREFIX + f.name) for f in key_fields]
+    types = {f.name: PyarrowFieldParser.from_paimon_type(f.type) for f in renamed}
+    stats = column_stats(metadata, renamed, types)
+    mins, maxs, nulls = [], [], []
+    for f, r in zip(key_fields, renamed):
+        lo, hi, n = float_keys.get(f.name) or stats.get(r.name, (None, None, 0))
+        mins.append(lo)
+        maxs.append(hi)
+        nulls.append(n)
+    return SimpleStats(GenericRow(mins, key_fields), GenericRow(maxs, key_fields), nulls)
+
+
+def _retractions(path: str, file_io) -> int:
+    with file_io.new_input_stream(path) as stream:
+        kinds = pq.read_table(stream, columns=[VALUE_KIND]).column(VALUE_KIND)
+    return int(pc.sum(pc.is_in(kinds, pa.array(RETRACT_KINDS, pa.int8()))).as_py() or 0)

@@ -1,0 +1,81 @@
+"""Planning a keyed write: open or plan the table, check the data fits, read sequence numbers.
+
+The counterpart of `sink.prepare_target` for primary-key and fixed-bucket
+tables. Writes nothing; every refusal happens here, before Spark starts.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from .. import storage
+from ..errors import ConfigurationError
+from ..options import WriteOptions
+from . import tables
+from .datafiles import TableLayout
+from .keyed import KeyedSpec, check_keyed_table, is_keyed_table, next_sequence_numbers
+from .publish import publication_kind
+from .sink import check_options_match, check_types
+from .target import PaimonTarget, TableSpec
+
+
+def wants_keyed(path: str, options: WriteOptions) -> bool:
+    """Does this write go to (or create) a primary-key or fixed-bucket table?"""
+    if options.primary_keys or str(options.table_options.get("bucket", "-1")).strip() != "-1":
+        return True
+    table = tables.open_table(path, options.fs_options or None)
+    return table is not None and is_keyed_table(table)
+
+
+def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions):
+    """(target, layout, spec, next sequence numbers by (partition, bucket)) for one keyed write."""
+    fs_options = options.fs_options or None
+    table = tables.open_table(path, fs_options)
+    publication_kind(storage.normalize(path),
+                     {**(table.table_schema.options if table else {}), **options.fs_options})
+    if table is not None:
+        if not is_keyed_table(table):
+            raise ConfigurationError(
+                f"{table.table_path} is an append table without primary key or fixed buckets (bucket=-1); "
+                f"a write cannot add primary-key {options.primary_keys or ''} or "
+                f"bucket={options.table_options.get('bucket', '-1')} to it."
+            )
+        check_keyed_table(table, options.primary_keys)
+        tables.check_schema(table, _keys_not_null(schema, table.primary_keys))
+        check_options_match(table, options)
+        spec = KeyedSpec.of_table(table)
+        layout = TableLayout.of(table)
+        target = PaimonTarget(path, fs_options=fs_options)
+        latest = table.snapshot_manager().get_latest_snapshot()
+        # Sequence numbers continue above what this snapshot holds: a commit landing in
+        # our buckets after it would be overtaken by ours, so the commit checks from here.
+        target.bucket_check_from = latest.id if latest else 0
+        next_sequence = next_sequence_numbers(table)
+    else:
+        fmt = options.table_options.get("file.format", "parquet").lower()
+        if fmt != "parquet":
+            raise ConfigurationError(f"file.format={fmt!r}: lakesink writes Parquet tables only.")
+        unknown = [k for k in options.partition_keys if k not in schema.names]
+        if unknown:
+            raise ConfigurationError(f"partition column(s) {unknown} are not among the data's columns {schema.names}.")
+        check_types(schema)
+        spec = KeyedSpec.resolve(options.primary_keys, options.partition_keys, options.table_options, schema.names)
+        # Like Spark's file tables, columns are nullable, except the primary key (Paimon: NOT NULL);
+        # null keys are refused row by row while Spark writes.
+        table_schema = _keys_not_null(pa.schema([f.with_nullable(True) for f in schema]), spec.primary_keys)
+        table_options = dict(options.table_options)
+        table_options["bucket"] = str(spec.num_buckets)
+        create = TableSpec(table_schema, options.partition_keys, list(spec.primary_keys), table_options)
+        target = PaimonTarget(path, create=create, fs_options=fs_options)
+        target.bucket_check_from = 0
+        layout = TableLayout.for_new_table(table_schema, options.partition_keys)
+        next_sequence = {}
+    for name in spec.primary_keys:
+        if pa.types.is_nested(schema.field(name).type):
+            raise ConfigurationError(f"primary-key column {name!r} has nested type {schema.field(name).type}.")
+    target.maintenance = options.maintenance
+    return target, layout, spec, next_sequence
+
+
+def _keys_not_null(schema: pa.Schema, keys) -> pa.Schema:
+    return pa.schema([f.with_nullable(False) if f.name in keys else f for f in schema])

@@ -1,0 +1,143 @@
+"""Maintenance after each commit: one background run at a time per table, failures kept for the next commit."""
+
+from __future__ import annotations
+
+import atexit
+import datetime as dt
+import json
+import logging
+import threading
+import time
+
+from ... import storage
+from ...errors import InvalidOptionError, MaintenanceError
+from .. import tables
+from .expiry import expire_snapshots
+from .metadata import MaintenanceOptions, table_of
+from .retention import create_automatic_tags, expire_consumers, expire_partitions, expire_tags_by_time
+
+log = logging.getLogger(__name__)
+
+FAILURE_FORMAT, FAILURE_VERSION = "lakesink.maintenance-failure", 1
+
+
+def _failure_path(path: str) -> str:
+    return f"{path}/{tables.LAKESINK_DIR}/maintenance-failure.json"
+
+
+def maintain(table_or_path, now: dt.datetime | None = None, limit: int | None = -1,
+             fs_options: dict | None = None) -> dict:
+    """One full maintenance run, synchronously: tags, partitions, snapshots, consumers."""
+    table = table_of(table_or_path, fs_options)
+    out = {"tags_created": create_automatic_tags(table, now),
+           "tags_expired": expire_tags_by_time(table, now),
+           "partitions_dropped": expire_partitions(table, now)}
+    if out["partitions_dropped"]:
+        table = tables.open_table(table.table_path, fs_options) or table
+    now_ms = int(now.timestamp() * 1000) if now else None
+    expiry = expire_snapshots(table, now_ms=now_ms, limit=limit)
+    out.update(snapshots_expired=expiry.snapshots_expired, files_deleted=expiry.files_deleted)
+    expire_consumers(table, now)
+    return out
+
+
+class Maintenance:
+    """Background maintenance of one table in this process: one run at a time."""
+
+    def __init__(self, path: str, fs_options: dict | None = None):
+        self.path = path
+        self.fs_options = fs_options
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._again = False
+        self.runs = 0
+
+    def trigger(self) -> None:
+        """Start a run unless one is running (then one more runs after it)."""
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                self._again = True
+                return
+            self._thread = threading.Thread(target=self._loop, name=f"lakesink-maintenance:{self.path}",
+                                            daemon=True)
+            self._thread.start()
+
+    def wait(self, timeout: float | None = None) -> None:
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def _loop(self) -> None:
+        while True:
+            self._run_once()
+            with self._lock:
+                if not self._again:
+                    return
+                self._again = False
+
+    def _run_once(self) -> None:
+        try:
+            maintain(self.path, fs_options=self.fs_options)
+            self.runs += 1
+        except Exception as exc:
+            log.exception("maintenance of %s failed", self.path)
+            record_failure(self.path, exc, self.fs_options)
+
+
+_registry: dict[str, Maintenance] = {}
+
+
+_registry_lock = threading.Lock()
+
+
+def maintenance_for(path: str, fs_options: dict | None = None) -> Maintenance:
+    path = storage.normalize(path)
+    with _registry_lock:
+        if path not in _registry:
+            _registry[path] = Maintenance(path, fs_options)
+        return _registry[path]
+
+
+def after_commit(path: str, table, report=None, fs_options: dict | None = None) -> None:
+    """Called by PaimonTarget after each successful commit: start background maintenance."""
+    try:
+        if not MaintenanceOptions.of(table).enabled:
+            return
+    except InvalidOptionError as exc:
+        record_failure(storage.normalize(path), exc, fs_options)
+        return
+    maintenance_for(path, fs_options).trigger()
+
+
+def record_failure(path: str, exc: BaseException, fs_options: dict | None = None) -> None:
+    file_io = storage.file_io(path, fs_options)
+    data = {"format": FAILURE_FORMAT, "version": FAILURE_VERSION, "at_ms": int(time.time() * 1000),
+            "error": f"{type(exc).__name__}: {exc}"}
+    try:
+        storage.write_atomically(file_io, _failure_path(path), json.dumps(data))
+    except Exception:
+        log.exception("could not record the maintenance failure of %s", path)
+
+
+def raise_failure(path: str, file_io) -> None:
+    """Raise (once) a maintenance failure recorded for the table. Called before each commit."""
+    failure = _failure_path(path)
+    if not file_io.exists(failure):
+        return
+    try:
+        data = json.loads(file_io.read_file_utf8(failure))
+        error = data.get("error", "unknown error")
+    except (ValueError, OSError):
+        error = "unreadable failure record"
+    file_io.delete_quietly(failure)
+    raise MaintenanceError(
+        f"Table maintenance of {path} failed after an earlier commit: {error}. Nothing was committed "
+        "now; fix the cause (e.g. the table option it names) and commit again, or run "
+        f"`lakesink expire {path}` to see the error directly.")
+
+
+@atexit.register
+def _drain() -> None:
+    # Let a run in progress finish at interpreter exit (it is crash-safe anyway).
+    for maintenance in list(_registry.values()):
+        maintenance.wait(timeout=30)

@@ -1,0 +1,85 @@
+"""Orphan files: what no snapshot or tag needs, and stale staging directories."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+
+from .. import tables
+from .expiry import finish_pending_expiry
+from .metadata import Metadata, ProgressFn, list_tags, open_table
+
+
+_ROOT_DIRS = {"schema", "snapshot", "tag", "consumer", "branch", "index", "statistics"}
+
+
+def remove_orphans(path: str, older_than: dt.timedelta = dt.timedelta(days=1), dry_run: bool = False,
+                   fs_options: dict | None = None, progress: ProgressFn | None = None) -> list[str]:
+    """Delete files under the table that no snapshot or tag needs and older than `older_than`.
+
+    Covers manifest/ and the data directories, plus stale `_lakesink/staging/*`
+    job directories. A commit in flight has written its files within the last
+    moments; the age guard (default one day, never below one hour unless asked)
+    keeps them. Pending commits kept in a checkpoint directory are outside the
+    table: keep `older_than` longer than any checkpoint stays pending. Returns
+    the paths deleted (or, with `dry_run`, that would be).
+    """
+    table = open_table(path, fs_options)
+    if not dry_run:
+        finish_pending_expiry(table)
+    file_io = table.file_io
+    root = table.table_path.rstrip("/")
+    cutoff = time.time() - older_than.total_seconds()
+    manager = table.snapshot_manager()
+    referenced = Metadata(table).referenced(list(manager.list_snapshots()) + list(list_tags(table).values()),
+                                             progress)
+    referenced = {os.path.normpath(p) for p in referenced}
+    orphans: list[str] = []
+    for status in file_io.list_status(root):
+        name = status.base_name
+        if name in _ROOT_DIRS:
+            continue
+        if name == tables.LAKESINK_DIR:
+            orphans.extend(_stale_staging(file_io, f"{root}/{name}/staging", cutoff))
+            continue
+        for file_path, mtime in _walk(file_io, f"{root}/{name}", status):
+            if os.path.normpath(file_path) not in referenced and mtime < cutoff:
+                orphans.append(file_path)
+    if not dry_run:
+        for i, orphan in enumerate(orphans):
+            if file_io.exists(orphan):
+                if _is_dir(file_io, orphan):
+                    file_io.delete_directory_quietly(orphan)
+                else:
+                    file_io.delete_quietly(orphan)
+            if progress:
+                progress("deleting", i + 1, len(orphans))
+    return orphans
+
+
+def _is_dir(file_io, path: str) -> bool:
+    import pyarrow.fs as pafs
+    return file_io.get_file_status(path).type == pafs.FileType.Directory
+
+
+def _walk(file_io, path: str, status=None):
+    import pyarrow.fs as pafs
+    status = status or file_io.get_file_status(path)
+    if status.type == pafs.FileType.Directory:
+        for child in file_io.list_status(path):
+            yield from _walk(file_io, f"{path}/{child.base_name}", child)
+    else:
+        yield path, status.mtime or 0
+
+
+def _stale_staging(file_io, staging: str, cutoff: float) -> list[str]:
+    out = []
+    if not file_io.exists(staging):
+        return out
+    for status in file_io.list_status(staging):
+        directory = f"{staging}/{status.base_name}"
+        newest = max((m for _, m in _walk(file_io, directory, status)), default=status.mtime or 0)
+        if max(newest, status.mtime or 0) < cutoff:
+            out.append(directory)
+    return out

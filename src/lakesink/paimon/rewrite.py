@@ -1,0 +1,70 @@
+"""Rewriting small files into one: the unit of work of the aggregator and of compaction jobs.
+
+A `RewriteTask` copies the rows of some files of one partition and bucket, in
+order, into one new Parquet file and describes it. Tasks are picklable, so an
+engine can run them on its executors: a `Rewriter` runs a list of them
+somewhere (the engine binding passes one in); `rewrite_on_driver` uses threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+
+import pyarrow.parquet as pq
+
+from .. import storage
+from ..protocol import crashpoints
+from . import parquet_layout
+from .datafiles import StagedFile, TableLayout, describe_parquet
+
+
+@dataclass(frozen=True)
+class RewriteTask:
+    """Rewrite some files of one partition and bucket as one file. Picklable (Spark tasks)."""
+
+    inputs: tuple          # paths of the files, oldest first
+    partition: tuple
+    bucket: int
+    output: str            # staging path of the new file
+    layout: TableLayout
+    compression: str = "snappy"
+    fs_options: dict | None = None
+
+
+def rewrite(task: RewriteTask) -> StagedFile:
+    """Copy the rows of `task.inputs`, in order, into one new Parquet file and describe it."""
+    file_io = storage.file_io(task.output, task.fs_options)
+    schema = task.layout.arrow_schema()
+    stream = file_io.new_output_stream(task.output)
+    try:
+        # Laid out as Paimon's Java writer does, so that every Paimon reader accepts it.
+        writer = pq.ParquetWriter(stream, schema, compression=task.compression,
+                                  **parquet_layout.writer_options(schema))
+        try:
+            for i, path in enumerate(task.inputs):
+                with file_io.new_input_stream(path) as source:
+                    data = pq.ParquetFile(source).read()
+                data = data.select(schema.names)
+                writer.write_table(data if data.schema.equals(schema, check_metadata=False) else data.cast(schema))
+                if i == 0:
+                    crashpoints.reached("mid-rewrite")
+        finally:
+            writer.close()
+    finally:
+        stream.close()
+    staged = describe_parquet(task.output, task.layout, file_io, partition=task.partition)
+    return replace(staged, bucket=task.bucket)
+
+
+# Runs rewrite tasks somewhere (threads here, an engine's executors, ...): the engine
+# binding passes one in; `rewrite_on_driver` is the default.
+Rewriter = Callable[[Sequence[RewriteTask]], list[StagedFile]]
+
+
+def rewrite_on_driver(tasks: Sequence[RewriteTask], threads: int = 4) -> list[StagedFile]:
+    if len(tasks) <= 1:
+        return [rewrite(t) for t in tasks]
+    with ThreadPoolExecutor(min(threads, len(tasks))) as pool:
+        return list(pool.map(rewrite, tasks))

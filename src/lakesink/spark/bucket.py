@@ -1,0 +1,262 @@
+"""Paimon's fixed-bucket function as Spark column expressions (evaluated in the JVM).
+
+Paimon puts a row in bucket `abs(h % n)` (Java's truncating `%`), where `h` is
+Murmur3-32 (seed 42, over 4-byte little-endian words) of the bucket-key row in
+Paimon's `BinaryRow` layout:
+
+    header   8 bytes: row kind (0) in byte 0, then one null bit per field from bit 8
+    slots    8 bytes per field: the value (little-endian, zero-padded), or for
+             variable-length values `offset << 32 | length` (offset from row start)
+    var part strings/binary over 7 bytes (padded to 8), non-compact decimals
+             (16 bytes) and non-compact timestamps (8 bytes), in field order
+
+Spark's own `hash()` of a binary value is the same Murmur3 with seed 42 and agrees
+with Paimon's on inputs whose length is a multiple of 4 (a BinaryRow is a
+multiple of 8). So the row is built as a hex string, `unhex`-ed once and hashed
+by `hash()`: no row crosses into Python.
+
+Where pypaimon 2.1's Python serializer differs from Java's BinaryRowWriter,
+Java's rule is followed (Java engines write the same tables):
+* a null non-compact DECIMAL (precision > 18) still reserves its 16 var bytes,
+  a null non-compact TIMESTAMP its 8 (the slot holds `offset << 32`);
+* a non-compact decimal's bytes are `BigInteger.toByteArray()`'s minimal two's
+  complement (pypaimon adds a byte for negative powers of two such as -2^63).
+Neither can occur in a primary key (its columns are NOT NULL; the decimal case
+needs exactly -2^(8k-1)).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..errors import ConfigurationError
+
+HEADER_BYTES = 8  # row kind byte + null bits for up to 56 fields
+MAX_KEY_FIELDS = 56
+_MASK32 = 0xFFFFFFFF
+
+
+@dataclass(frozen=True)
+class KeyType:
+    """A bucket-key field's Paimon type, reduced to what its serialization needs."""
+
+    kind: str  # bool, i8, i16, i32, i64, f32, f64, str, bin, dec, ts, date
+    precision: int = 0
+    scale: int = 0
+
+    @property
+    def compact(self) -> bool:
+        if self.kind == "dec":
+            return self.precision <= 18
+        if self.kind == "ts":
+            return self.precision <= 3
+        return True
+
+
+_SIMPLE = {"BOOLEAN": "bool", "TINYINT": "i8", "SMALLINT": "i16", "INT": "i32", "INTEGER": "i32",
+           "BIGINT": "i64", "FLOAT": "f32", "DOUBLE": "f64", "STRING": "str", "BYTES": "bin",
+           "DATE": "date"}
+
+
+def key_type(paimon_type) -> KeyType:
+    """Parse a pypaimon field type; refuse types Paimon or this module cannot bucket by."""
+    text = str(getattr(paimon_type, "type", paimon_type)).upper().replace(" NOT NULL", "").strip()
+    if text in _SIMPLE:
+        return KeyType(_SIMPLE[text])
+    head, _, params = text.partition("(")
+    numbers = [int(n) for n in re.findall(r"\d+", params)]
+    if head in ("CHAR", "VARCHAR"):
+        return KeyType("str")
+    if head in ("BINARY", "VARBINARY"):
+        return KeyType("bin")
+    if head in ("DECIMAL", "NUMERIC"):
+        precision, scale = (numbers + [10, 0])[:2] if numbers else (10, 0)
+        return KeyType("dec", precision, scale)
+    if head in ("TIMESTAMP", "TIMESTAMP_LTZ") or text.startswith("TIMESTAMP"):
+        return KeyType("ts", numbers[0] if numbers else 6)
+    raise ConfigurationError(
+        f"bucket-key type {text} is not supported by lakesink's bucket function (supported: boolean, "
+        "tinyint, smallint, int, bigint, float, double, string/char/varchar, binary/bytes, decimal, "
+        "date, timestamp, timestamp_ltz)."
+    )
+
+
+# -- hex pieces: every helper returns a hex string Column of an exact byte length ----------
+
+def _F():
+    from pyspark.sql import functions as F
+    return F
+
+
+def _byte_hex(value):
+    F = _F()
+    return F.lpad(F.hex(value), 2, "0")
+
+
+def _le4(u32):
+    """Little-endian hex (8 chars) of a bigint holding an unsigned 32-bit value."""
+    F = _F()
+    swapped = (F.shiftleft(u32.bitwiseAND(0xFF), 24)
+               .bitwiseOR(F.shiftleft(u32.bitwiseAND(0xFF00), 8))
+               .bitwiseOR(F.shiftright(u32, 8).bitwiseAND(0xFF00))
+               .bitwiseOR(F.shiftright(u32, 24).bitwiseAND(0xFF)))
+    return F.lpad(F.hex(swapped), 8, "0")
+
+
+def _le8(i64):
+    """Little-endian hex (16 chars) of a bigint (two's complement)."""
+    F = _F()
+    return F.concat(_le4(i64.bitwiseAND(_MASK32)), _le4(F.shiftrightunsigned(i64, 32)))
+
+
+def _zeros(nbytes):
+    """Hex of `nbytes` zero bytes; `nbytes` an int or an int Column."""
+    F = _F()
+    if isinstance(nbytes, int):
+        return F.lit("00" * nbytes)
+    return F.repeat(F.lit("00"), nbytes)
+
+
+def _round8(n):
+    F = _F()
+    return F.shiftleft(F.shiftright(n + 7, 3), 3)
+
+
+# -- values ---------------------------------------------------------------------------------
+
+def epoch_micros(col, ntz: bool):
+    """Epoch microseconds of a TIMESTAMP (an instant) or TIMESTAMP_NTZ (wall clock read as UTC)."""
+    F = _F()
+    if ntz:
+        return F.timestamp_diff("MICROSECOND", F.expr("TIMESTAMP_NTZ'1970-01-01 00:00:00'"), col)
+    return F.unix_micros(col)
+
+
+def _unscaled(col, t: KeyType):
+    """The unscaled integer of a decimal as DECIMAL(38, 0), exactly (string surgery, no rounding)."""
+    F = _F()
+    # Spark prints decimals in plain notation with exactly `scale` digits after the point.
+    text = col.cast(f"decimal({t.precision},{t.scale})").cast("string")
+    return F.regexp_replace(text, r"\.", "").cast("decimal(38,0)")
+
+
+def _fixed_slot(col, t: KeyType, micros=None):
+    """Hex of the 8-byte slot of a fixed-size value (not null)."""
+    F = _F()
+    if t.kind == "bool":
+        return F.concat(F.when(col, F.lit("01")).otherwise(F.lit("00")), _zeros(7))
+    if t.kind == "i8":
+        return F.concat(_byte_hex(col.cast("bigint").bitwiseAND(0xFF)), _zeros(7))
+    if t.kind == "i16":
+        v = col.cast("bigint")
+        return F.concat(_byte_hex(v.bitwiseAND(0xFF)), _byte_hex(F.shiftright(v, 8).bitwiseAND(0xFF)), _zeros(6))
+    if t.kind in ("i32", "date"):
+        v = F.unix_date(col) if t.kind == "date" else col
+        return F.concat(_le4(v.cast("bigint").bitwiseAND(_MASK32)), _zeros(4))
+    if t.kind == "i64":
+        return _le8(col.cast("bigint"))
+    if t.kind == "f32":  # Java's floatToIntBits: raw IEEE bits, one canonical NaN
+        bits = F.call_function("reflect", F.lit("java.lang.Float"), F.lit("floatToIntBits"), col.cast("float"))
+        return F.concat(_le4(bits.cast("bigint").bitwiseAND(_MASK32)), _zeros(4))
+    if t.kind == "f64":
+        bits = F.call_function("reflect", F.lit("java.lang.Double"), F.lit("doubleToLongBits"), col.cast("double"))
+        return _le8(bits.cast("bigint"))
+    if t.kind == "dec":  # compact: the unscaled value as a long
+        return _le8(_unscaled(col, t).cast("bigint"))
+    if t.kind == "ts":  # compact: epoch milliseconds
+        return _le8(_split_micros(micros)[0])
+    raise AssertionError(t)
+
+
+def _split_micros(micros):
+    """(epoch millis floored, nano-of-millisecond) of epoch microseconds, as Paimon's Timestamp."""
+    F = _F()
+    sub = F.pmod(micros, F.lit(1000))
+    millis = F.call_function("div", micros - sub, F.lit(1000))
+    return millis.cast("bigint"), (sub * 1000).cast("bigint")
+
+
+def _decimal_var_hex(col, t: KeyType):
+    """(length, hex of 16 bytes): BigInteger.toByteArray() of the unscaled value, zero-padded."""
+    F = _F()
+    x = _unscaled(col, t)
+    negative = x < 0
+    # Two's complement of x < 0 is the bitwise NOT of -x-1 >= 0: work on y >= 0, no overflow.
+    y = F.when(negative, -x - 1).otherwise(x).cast("decimal(38,0)")
+    two32 = F.lit(4294967296).cast("decimal(11,0)")
+    limbs, rest = [], y
+    for _ in range(4):
+        limb = F.pmod(rest, two32)
+        limbs.append(F.when(negative, F.lit(_MASK32) - limb.cast("bigint")).otherwise(limb.cast("bigint")))
+        rest = ((rest - limb) / two32).cast("decimal(38,0)")  # exact: rest - limb divides
+    be16 = F.concat(*[F.lpad(F.hex(limb), 8, "0") for limb in reversed(limbs)])
+    from decimal import Decimal
+    length = F.lit(16)
+    for k in range(15, 0, -1):  # smallest k with y < 2^(8k-1)
+        length = F.when(y < F.lit(Decimal(1 << (8 * k - 1))), F.lit(k)).otherwise(length)
+    minimal = F.call_function("substring", be16, F.lit(33) - length * 2, length * 2)
+    return length.cast("bigint"), F.rpad(minimal, 32, "0")
+
+
+def bucket_hash(columns, types, ntz_flags=None):
+    """Spark Column (int): Paimon's BinaryRow hash of the row of `columns` with Paimon `types`.
+
+    `ntz_flags[i]`: column i is a Spark TIMESTAMP_NTZ (else TIMESTAMP) when its type is a timestamp.
+    """
+    F = _F()
+    if not columns:
+        raise ConfigurationError("a bucket key needs at least one column")
+    if len(columns) > MAX_KEY_FIELDS:
+        raise ConfigurationError(f"a bucket key of {len(columns)} columns is not supported (at most {MAX_KEY_FIELDS}).")
+    ntz_flags = ntz_flags or [False] * len(columns)
+    header = F.lit(0).cast("bigint")
+    slots, var_parts = [], []
+    offset = F.lit(HEADER_BYTES + 8 * len(columns)).cast("bigint")  # where the next var bytes go
+    for i, (col, t, ntz) in enumerate(zip(columns, types, ntz_flags)):
+        is_null = col.isNull()
+        header = header.bitwiseOR(F.when(is_null, F.lit(1 << (8 + i))).otherwise(F.lit(0)).cast("bigint"))
+        var = None
+        if t.kind in ("str", "bin"):
+            raw = F.encode(col, "UTF-8") if t.kind == "str" else col.cast("binary")
+            data = F.hex(raw)
+            length = F.octet_length(raw).cast("bigint")
+            short = is_null | (length <= 7)
+            inline = F.concat(data, _zeros(F.greatest(F.lit(0), 7 - length)), _byte_hex(length + 128))
+            pointer = F.concat(_le4(length), _le4(offset))
+            slot = F.when(is_null, _zeros(8)).when(length <= 7, inline).otherwise(pointer)
+            var = F.when(short, F.lit("")).otherwise(F.concat(data, _zeros(_round8(length) - length)))
+            var_len = F.when(short, F.lit(0).cast("bigint")).otherwise(_round8(length))
+        elif t.kind == "dec" and not t.compact:
+            length, var_hex = _decimal_var_hex(col, t)
+            slot = F.concat(F.when(is_null, _zeros(4)).otherwise(_le4(length)), _le4(offset))
+            var = F.when(is_null, _zeros(16)).otherwise(var_hex)
+            var_len = F.lit(16).cast("bigint")
+        elif t.kind == "ts" and not t.compact:
+            millis, nanos = _split_micros(epoch_micros(col, ntz))
+            slot = F.concat(F.when(is_null, _zeros(4)).otherwise(_le4(nanos)), _le4(offset))
+            var = F.when(is_null, _zeros(8)).otherwise(_le8(millis))
+            var_len = F.lit(8).cast("bigint")
+        else:
+            micros = epoch_micros(col, ntz) if t.kind == "ts" else None
+            slot = F.when(is_null, _zeros(8)).otherwise(_fixed_slot(col, t, micros))
+        slots.append(slot)
+        if var is not None:
+            var_parts.append(var)
+            offset = offset + var_len
+    return F.hash(F.unhex(F.concat(_le8(header), *slots, *var_parts)))
+
+
+def bucket_of(hash_col, num_buckets: int):
+    """abs(hash % n) with Java's truncating remainder, as Paimon's DefaultBucketFunction."""
+    F = _F()
+    return F.abs(hash_col % F.lit(num_buckets)).cast("int")
+
+
+def bucket_column(df, key_names, paimon_fields, num_buckets: int):
+    """The bucket (int Column) of each row of `df` for the bucket key `key_names`."""
+    from pyspark.sql.types import TimestampNTZType
+    by_name = {f.name: f for f in paimon_fields}
+    types = [key_type(by_name[name].type) for name in key_names]
+    ntz = [isinstance(df.schema[name].dataType, TimestampNTZType) for name in key_names]
+    return bucket_of(bucket_hash([df[name] for name in key_names], types, ntz), num_buckets)

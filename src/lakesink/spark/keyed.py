@@ -1,0 +1,123 @@
+"""The fast path for primary-key and fixed-bucket tables: Spark's JVM buckets, merges and
+writes key-value Parquet files; the driver describes and commits them as one snapshot.
+
+Plan of the Spark job (one shuffle, one sort):
+
+    input ─ bucket = Paimon's bucket function of the bucket key (spark.bucket)
+          ─ order  = monotonically_increasing_id()   (input partition, then position)
+          ─ base   = next free sequence number of (partition, bucket)   (broadcast join)
+          ─ repartition(partition columns, bucket)    one task owns each bucket
+          ─ window over (partition, bucket, key) ordered by (sequence.field, order):
+                keep the last row (deduplicate) or the first (first-row)
+          ─ _SEQUENCE_NUMBER = base + row index in the task; _VALUE_KIND from rowkind.field
+          ─ write.partitionBy(partition copies, bucket): one file per bucket, sorted by key
+
+"Last" means: by `sequence.field` when the table has one, then by input order,
+where rows of one input partition keep their order and, for the same key in
+several input partitions, the higher-numbered partition's row counts as later.
+The window's partitioning is satisfied by the repartition, and the write's
+required ordering by the window's sort: Spark adds no shuffle or sort of its own.
+"""
+
+from __future__ import annotations
+
+from ..errors import ConfigurationError
+from ..paimon.keyed import KEY_PREFIX, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec
+from .bucket import bucket_column
+
+HIDDEN_PARTITION = "lakesink_partition_{}"
+BUCKET = "lakesink_bucket"
+_ORDER = "lakesink_order"
+_BASE = "lakesink_base"
+_ROW_INDEX_BITS = 33  # monotonically_increasing_id: partition id << 33 | row index in the partition
+ERROR_PREFIX = "lakesink keyed write: "
+
+
+def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
+    """The DataFrame Spark writes, plus the names of its partitionBy columns."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    names = [f.name for f in fields]
+    out = df.select(*names)
+    checked = []
+    for name in names:
+        column = out[name]
+        if name in spec.primary_keys:
+            # In the column that is written, so the optimizer cannot prune the check away.
+            column = F.when(column.isNull(), F.raise_error(F.lit(
+                f"{ERROR_PREFIX}primary-key column {name!r} is null in some row; primary-key columns "
+                "must not be null. Nothing was written."))).otherwise(column)
+        checked.append(column.alias(name))
+    out = out.select(*checked)
+    hidden = [HIDDEN_PARTITION.format(i) for i in range(len(spec.partition_keys))]
+    extra = [out[k].alias(h) for k, h in zip(spec.partition_keys, hidden)]
+    extra.append(bucket_column(out, list(spec.bucket_keys), fields, spec.num_buckets).alias(BUCKET))
+    extra.append(F.monotonically_increasing_id().alias(_ORDER))
+    out = out.select("*", *extra)
+    if next_sequence:
+        out = _join_base(out, spec, hidden, next_sequence)
+    else:
+        out = out.withColumn(_BASE, F.lit(0).cast("bigint"))
+    out = out.repartition(*hidden, BUCKET)
+    if not spec.has_primary_key:
+        return out.select(*names, *hidden, BUCKET), hidden + [BUCKET]
+
+    group = [*hidden, BUCKET, *spec.trimmed_keys]
+    window = Window.partitionBy(*group).orderBy(*[F.col(c).asc_nulls_first() for c in spec.sequence_fields],
+                                                F.col(_ORDER))
+    if spec.merge_engine == "first-row":
+        keep = F.lag(_ORDER).over(window).isNull()
+    else:
+        keep = F.lead(_ORDER).over(window).isNull()
+    out = out.withColumn("lakesink_keep", keep).where("lakesink_keep")
+    row_index = F.monotonically_increasing_id().bitwiseAND((1 << _ROW_INDEX_BITS) - 1)
+    columns = [out[k].alias(KEY_PREFIX + k) for k in spec.trimmed_keys]
+    columns.append((out[_BASE] + row_index).alias(SEQUENCE))
+    columns.append(_value_kind(out, spec).alias(VALUE_KIND))
+    columns += [out[n] for n in names] + [out[h] for h in hidden] + [out[BUCKET]]
+    return out.select(*columns), hidden + [BUCKET]
+
+
+def _value_kind(df, spec: KeyedSpec):
+    from pyspark.sql import functions as F
+    if spec.rowkind_field is None:
+        return F.lit(0).cast("tinyint")
+    column = df[spec.rowkind_field]
+    kind = F.raise_error(F.concat(
+        F.lit(f"{ERROR_PREFIX}rowkind.field {spec.rowkind_field!r} holds "),
+        F.coalesce(F.concat(F.lit("'"), column, F.lit("'")), F.lit("null")),
+        F.lit(f"; row kinds are {', '.join(ROW_KINDS)}. Nothing was written.")))
+    for text, code in reversed(list(ROW_KINDS.items())):
+        kind = F.when(column == F.lit(text), F.lit(code)).otherwise(kind)
+    return kind.cast("tinyint")
+
+
+def _join_base(df, spec: KeyedSpec, hidden, next_sequence: dict):
+    """Attach each row's base sequence number: the first free one of its (partition, bucket)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    spark = df.sparkSession
+    schema = StructType([StructField(h, df.schema[k].dataType) for k, h in zip(spec.partition_keys, hidden)]
+                        + [StructField("lakesink_b", df.schema[BUCKET].dataType),
+                           StructField(_BASE, LongType())])
+    rows = [tuple(partition) + (bucket, base) for (partition, bucket), base in next_sequence.items()]
+    bases = spark.createDataFrame(rows, schema)
+    renamed = bases.select(*[bases[h].alias(h + "_b") for h in hidden], "lakesink_b", _BASE)
+    condition = df[BUCKET] == renamed["lakesink_b"]
+    for h in hidden:
+        condition = condition & df[h].eqNullSafe(renamed[h + "_b"])
+    joined = df.join(F.broadcast(renamed), condition, "left")
+    return joined.select(*[df[c] for c in df.columns], F.coalesce(renamed[_BASE], F.lit(0)).alias(_BASE))
+
+
+def translate_error(exc: BaseException) -> BaseException | None:
+    """A lakesink data error raised inside the Spark job, as a ConfigurationError (or None)."""
+    text = str(exc)
+    if ERROR_PREFIX not in text:
+        return None
+    message = text[text.index(ERROR_PREFIX) + len(ERROR_PREFIX):]
+    end = message.find("Nothing was written.")
+    message = message[: end + len("Nothing was written.")] if end >= 0 else message.splitlines()[0]
+    return ConfigurationError(message)

@@ -1,0 +1,75 @@
+"""`lakesink.write` into primary-key and fixed-bucket tables (see spark.keyed for the Spark plan)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow.parquet as pq
+
+from ..options import WriteOptions
+from ..paimon.keyed import describe_keyed, next_sequence_numbers
+from ..paimon.keyed_target import prepare_keyed_target
+from ..paimon.sink import BatchWrite
+from ..protocol import CommitReport, crashpoints
+from .arrow import spark_to_arrow
+from .keyed import keyed_frame, translate_error
+from .bucket import key_type
+from .output import check_spark_can_write, ensure_micros_timestamps, list_parquet_files
+
+
+def write_keyed(df, path: str, mode: str, opts: WriteOptions, path_name: str) -> CommitReport:
+    check_spark_can_write(df.sparkSession, path, path_name)
+    target, layout, spec, next_sequence = prepare_keyed_target(path, spark_to_arrow(df.schema), opts)
+    fields = {f.name: f for f in layout.fields}
+    for name in spec.bucket_keys:
+        key_type(fields[name].type)  # refuses key types the bucket function cannot serialize
+    session_mode = df.sparkSession.conf.get("spark.sql.sources.partitionOverwriteMode", "static")
+    job = BatchWrite.plan(path, spark_to_arrow(df.schema), opts, mode, path_name, session_mode,
+                          prepare=lambda *_: (target, layout))
+    if job.already_committed():
+        return CommitReport(job.commit_user, job.identifier, skipped_replay=True)
+    files = []
+    try:
+        files = write_keyed_files(df, job.target, layout, spec, next_sequence, job.staging_dir, job.compression)
+    except BaseException as exc:
+        job.abort(files)
+        translated = translate_error(exc)
+        if translated is not None:
+            raise translated from None
+        raise
+    return job.commit(files)
+
+
+def write_keyed_files(df, target, layout, spec, next_sequence, staging_dir: str, compression: str) -> list:
+    """Spark writes `df` as key-value files into `staging_dir`; their descriptions (one batch or job)."""
+    frame, partition_columns = keyed_frame(df, spec, list(layout.fields), next_sequence)
+    ensure_micros_timestamps(df.sparkSession)
+    (frame.write.mode("error").option("compression", compression)
+     .partitionBy(*partition_columns).parquet(staging_dir))
+    crashpoints.reached("tasks-done")
+    return _describe(list_parquet_files(staging_dir, target.fs_options), layout, spec, target.file_io)
+
+
+def plan_batch(target) -> dict:
+    """Sequence numbers for the next write into `target`, planned on its latest snapshot (and
+    the commit checks from that snapshot that no one else wrote those buckets meanwhile)."""
+    table = target.table(refresh=True)
+    if table is None:
+        target.bucket_check_from = 0
+        return {}
+    latest = table.snapshot_manager().get_latest_snapshot()
+    target.bucket_check_from = latest.id if latest else 0
+    return next_sequence_numbers(table)
+
+
+def _describe(paths, layout, spec, file_io):
+    def one(p):
+        with file_io.new_input_stream(p) as stream:
+            metadata = pq.read_metadata(stream)
+        if metadata.num_rows == 0:
+            file_io.delete_quietly(p)
+            return None
+        return describe_keyed(p, layout, spec, file_io, metadata=metadata)
+
+    with ThreadPoolExecutor(max(1, min(16, len(paths)))) as pool:
+        return [f for f in pool.map(one, paths) if f is not None]

@@ -1,0 +1,23 @@
+"""Fixtures of the interop tier: independent readers, each skipped with its reason when unavailable."""
+
+from __future__ import annotations
+
+import pytest
+
+from .oracle import JavaPaimon, RustPaimon, Unavailable
+
+
+@pytest.fixture(scope="session")
+def java_paimon():
+    try:
+        return JavaPaimon()
+    except Unavailable as exc:
+        pytest.skip(f"Java Paimon reader unavailable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def rust_paimon():
+    try:
+        return RustPaimon()
+    except Unavailable as exc:
+        pytest.skip(f"paimon-rust reader unavailable: {exc}")
