@@ -10,7 +10,9 @@ Scopes:
   given as write options when lakesink creates the table); any other Paimon
   table option pypaimon knows passes through unchanged;
 * `storage`: how to reach the table's files and publish its snapshots; never
-  stored in the table.
+  stored in the table;
+* `jdbc`: the database sink (`lakesink.jdbc`, `format("lakesink-jdbc")`):
+  Spark's JDBC names where Spark has one, case-insensitive like Spark's.
 
 Anything else is an error naming the key (and a close match), so a typo never
 silently does nothing. `docs/options.md` is generated from this registry
@@ -40,6 +42,7 @@ SCOPES = {
     "stream-read": "Streaming read options (`spark.readStream.format(\"paimon\")`)",
     "table": "Paimon table options lakesink honours",
     "storage": "Storage options",
+    "jdbc": "Database sink options (`lakesink.jdbc`, `format(\"lakesink-jdbc\")`)",
 }
 
 
@@ -125,17 +128,18 @@ _declare(
            default_text="none"),
     Option("commit.user", "write", "string", None, "Stable commit user. With `commit.identifier`, a re-run "
            "of a batch job that already committed commits nothing and writes nothing.",
-           default_text="random per batch job; derived from the query id for streams"),
+           default_text="random per batch job; derived from the query id for streams", also=("jdbc",)),
     Option("commit.identifier", "write", "int", None, "Increasing integer naming this job for `commit.user` "
            "(e.g. a run number or date), 0 ≤ n < 2^63−1. An identifier at or below the last one committed "
            "by the same user is skipped. Batch writes take `commit.user` and `commit.identifier` together "
-           "or neither.", minimum=0, maximum=MAX_COMMIT_IDENTIFIER, default_text="Paimon's batch identifier"),
+           "or neither. Streams take the batch id.", minimum=0, maximum=MAX_COMMIT_IDENTIFIER,
+           default_text="Paimon's batch identifier", also=("jdbc",)),
     Option("partitionOverwriteMode", "write", "choice", "static", "Spark's name: `static` overwrites the "
            "whole table, `dynamic` only the partitions written.", choices=("static", "dynamic")),
     Option("dynamic-partition-overwrite", "write", "bool", False, "Paimon's name for "
            "`partitionOverwriteMode=dynamic` (`true`) / `static` (`false`)."),
     Option("checkpointLocation", "write", "string", None, "Streaming: the query's checkpoint directory; "
-           "required (exactly-once needs it).", default_text="none"),
+           "required (exactly-once needs it).", default_text="none", also=("jdbc",)),
     Option("commit.mode", "write", "choice", "sync", "Streaming: `sync` commits each micro-batch before "
            "the next starts; `pipelined` accepts it durably and commits while the next batch runs (fast "
            "path: a driver thread; `format(\"paimon\")`: a committer process per checkpoint, see "
@@ -232,6 +236,38 @@ _declare(
            "publication on such storages anyway (concurrent commits may be lost)."),
 )
 
+_declare(
+    # -- the database sink ---------------------------------------------------------
+    Option("url", "jdbc", "string", None, "`postgresql://user[:password]@host:port/db[?params]`, "
+           "`sqlite:///relative.db` or `sqlite:////absolute.db`; a `jdbc:` prefix is accepted. Relative "
+           "SQLite paths are made absolute on the driver.", default_text="required"),
+    Option("dbtable", "jdbc", "string", None, "Target table, `schema.table` or `table` (PostgreSQL: "
+           "`public`; unquoted names fold to lower case, `\"Quoted\"` names keep theirs; SQLite: `table` or "
+           "`main.table`).", aliases=("path",), default_text="required"),
+    Option("user", "jdbc", "string", None, "Database user (overrides the URL's).", default_text="from the URL"),
+    Option("password", "jdbc", "string", None, "Database password (overrides the URL's); never written to "
+           "durable state.", default_text="from the URL"),
+    Option("batchsize", "jdbc", "int", 10_000, "Rows per `executemany` call (SQLite) or per COPY chunk "
+           "(PostgreSQL).", minimum=1),
+    Option("isolationLevel", "jdbc", "string", "READ_COMMITTED", "Isolation of the commit transaction: "
+           "`READ_UNCOMMITTED`, `READ_COMMITTED`, `REPEATABLE_READ` or `SERIALIZABLE`; `NONE` is refused "
+           "(exactly-once needs a transaction; SQLite's are always serializable)."),
+    Option("createTableColumnTypes", "jdbc", "string", None, "Column types used instead of the defaults when "
+           "lakesink creates the table, e.g. `\"name VARCHAR(64), note TEXT\"`.", default_text="none"),
+    Option("createTableOptions", "jdbc", "string", None, "Text appended to `CREATE TABLE` when lakesink "
+           "creates the table.", default_text="none"),
+    Option("connectTimeout", "jdbc", "int", 10, "Seconds to wait for a PostgreSQL connection; SQLite waits "
+           "up to 300 s (or this, if longer) for its write lock, which tasks take one after another.",
+           minimum=1),
+    Option("write.mode", "jdbc", "choice", "append", "`append`, `overwrite` (rows replaced, definition "
+           "kept; `replace_table_as` changes it) or `upsert`.", choices=("append", "overwrite", "upsert")),
+    Option("upsert.key", "jdbc", "columns", [], "Key columns of an upsert; the table needs a primary key or "
+           "unique index on exactly them (a table lakesink creates gets that primary key).",
+           default_text="none"),
+    Option("staging.schema", "jdbc", "string", "lakesink", "PostgreSQL schema of lakesink's progress, "
+           "registry and staging tables."),
+)
+
 # Keys of the `fs.*` / `s3.*` family documented as one row.
 STORAGE_FAMILY_DOC = ("File-system options for pypaimon, e.g. `fs.s3.endpoint`, `fs.s3.accessKeyId`, "
                       "`fs.s3.accessKeySecret`, `fs.s3.region`, `s3.path-style-access`.")
@@ -251,6 +287,11 @@ def _index(scopes: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def canonical(key: str, scopes: tuple[str, ...]) -> str | None:
+    """The registry's key for a spelling (any case, any alias) among `scopes`' options."""
+    return _index(scopes).get(key.lower())
+
+
 def paimon_option_keys() -> set[str]:
     """Every Paimon table option: pypaimon's declared ones and those declared here."""
     from pypaimon.common.options.config_option import ConfigOption
@@ -265,20 +306,22 @@ def is_storage_option(key: str) -> bool:
     return storage.is_storage_key(key) or (key in REGISTRY and REGISTRY[key].scope == "storage")
 
 
-def parse(raw: Mapping[str, object], scopes: tuple[str, ...]) -> dict[str, object]:
-    """Typed values by canonical key, for options of `scopes`; Spark's own keys and storage
-    options (see `storage_options`) skipped. Unknown keys are an error naming the known ones.
+def parse(raw: Mapping[str, object], scopes: tuple[str, ...], storage: bool = True) -> dict[str, object]:
+    """Typed values by canonical key, for options of `scopes`; Spark's own keys (unless a scope
+    declares them) and, with `storage`, storage options (see `storage_options`) skipped.
+    Unknown keys are an error naming the known ones.
     """
+    reach_files = storage
     index = _index(scopes)
     out: dict[str, object] = {}
     for key, value in raw.items():
         if value is None:
             continue
         low = str(key).lower()
-        if low in SPARK_SUPPLIED:
-            continue
         canonical = index.get(low)
-        if canonical is None and is_storage_option(str(key)):
+        if canonical is None and low in SPARK_SUPPLIED:
+            continue
+        if canonical is None and reach_files and is_storage_option(str(key)):
             continue  # read with `storage_options`
         if canonical is None:
             raise UnknownOptionError(str(key), sorted({s for o in REGISTRY.values() if set(o.scopes) & set(scopes)
