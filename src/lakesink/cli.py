@@ -339,7 +339,7 @@ def _version(ctx, _param, value):
     ctx.exit(EXIT_OK)
 
 
-@click.group(cls=LakesinkGroup, epilog=EXIT_CODES,
+@click.group("lakesink", cls=LakesinkGroup, epilog=EXIT_CODES,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
               help="Show lakesink's version (and pypaimon's, pyarrow's, pyspark's) and exit.")

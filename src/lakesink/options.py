@@ -114,6 +114,8 @@ def _timestamp_millis(key: str, value: object, text: str) -> int:
 
     if text.lstrip("-").isdigit():
         return int(text)
+    if text[-1:] in ("Z", "z"):  # Python < 3.11 reads no "Z"
+        text = text[:-1] + "+00:00"
     try:
         when = dt.datetime.fromisoformat(text)
     except ValueError:
