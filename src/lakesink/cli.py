@@ -452,7 +452,7 @@ def expire(obj: State, table, dry_run):
             data = {"dry_run": True, "snapshots_to_expire": report.snapshots_expired,
                     "expired_range": report.expired_range, "files_to_delete": report.would_delete}
         else:
-            data = maintenance.maintain(path, limit=None, fs_options=fs)
+            data = {"dry_run": False, **maintenance.maintain(path, limit=None, fs_options=fs)}
     obj.emit(data)
 
 

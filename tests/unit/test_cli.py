@@ -417,3 +417,14 @@ def test_clean_staging_removes_a_dead_create_table_as_beside_a_table_that_never_
     assert entries[old]["action"] == "removed" and entries[old]["kind"] == "staged-table"
     assert entries[running]["action"] == "kept" and "may still run" in entries[running]["reason"]
     assert os.path.exists(running) and not os.path.exists(old)
+
+
+def test_docs_cli_describes_every_command_and_every_exit_code():
+    from pathlib import Path
+
+    page = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
+    headings = [line for line in page.splitlines() if line.startswith("### `")]
+    missing = [" ".join(path) for path, command in _commands(cli) if not isinstance(command, click.Group)
+               and not any(f"`{' '.join(path)} " in h or f"`{' '.join(path)}`" in h for h in headings)]
+    assert missing == []
+    assert all(re.search(rf"^\| {code} \|", page, re.M) for code in (0, 1, 2, 130))
