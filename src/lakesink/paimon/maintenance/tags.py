@@ -105,7 +105,7 @@ def _iso(millis: int) -> str:
 def plan_rollback(path_or_table, target: int | str | None = None, timestamp_millis: int | None = None,
                   fs_options: dict | None = None) -> RollbackPlan:
     """What `rollback` would do, changing nothing."""
-    from pypaimon.consumer.consumer_manager import ConsumerManager
+    from .consumers import list_consumers
 
     table = open_table(path_or_table, fs_options) if isinstance(path_or_table, str) else path_or_table
     snapshot, by, tag_name = resolve_rollback_target(table, target, timestamp_millis)
@@ -119,12 +119,7 @@ def plan_rollback(path_or_table, target: int | str | None = None, timestamp_mill
         removed.append(snapshot_id)
         users.setdefault(newer.commit_user, []).append(newer.commit_identifier)
     tags_removed = sorted(name for name, tagged in list_tags(table).items() if tagged.id > snapshot.id)
-    consumers = ConsumerManager(table.file_io, table.table_path)
-    ahead = {}
-    for consumer_id in sorted(consumers._list_consumer_ids()):
-        consumer = consumers.consumer(consumer_id)
-        if consumer is not None and consumer.next_snapshot > snapshot.id + 1:
-            ahead[consumer_id] = consumer.next_snapshot
+    ahead = {c.consumer_id: c.next_snapshot for c in list_consumers(table) if c.next_snapshot > snapshot.id + 1}
     return RollbackPlan(table.table_path, snapshot, by, tag_name, latest.id if latest else None, removed,
                         tags_removed, {u: sorted(set(ids)) for u, ids in users.items()}, ahead,
                         latest.total_record_count if latest else None, snapshot.total_record_count)
