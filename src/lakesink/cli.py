@@ -492,9 +492,10 @@ def clean_staging(obj: State, table, older_than, dry_run, include_pending):
 
     Covers batch jobs' and streams' staging in TABLE/_lakesink/staging and the staged tables of
     CREATE TABLE AS jobs beside TABLE (TABLE may not exist yet; a database directory cleans the
-    staged tables in it). Never removes what a job that may still run uses: staging changed
-    within --older-than is kept, and so is a stream's uncommitted micro-batch unless
-    --include-pending. Every directory found is listed with the reason.
+    staged tables in it). Staging changed within --older-than is kept, as its job may still run
+    (make it longer than any write job runs), and so is a stream's uncommitted micro-batch unless
+    --include-pending; a stream's committed batches go at once. Every directory found is listed
+    with the reason.
     """
     path, fs = obj.open(table)
     entries = maintenance.clean_staging(path, older_than, dry_run=dry_run, include_pending=include_pending,
