@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from . import storage
-from .errors import InvalidOptionError, UnknownOptionError
+from .errors import ConfigurationError, InvalidOptionError, UnknownOptionError, UnsupportedOptionError
 
 # Paimon stores identifiers as signed 64-bit longs and reserves the largest for
 # one-off batch commits.
@@ -50,7 +50,7 @@ SCOPES = {
 class Option:
     key: str
     scope: str
-    kind: str                 # bool | int | duration | size | choice | string | columns
+    kind: str                 # bool | int | duration | size | choice | string | columns | timestamp
     default: object
     doc: str
     aliases: tuple[str, ...] = ()
@@ -104,12 +104,42 @@ class Option:
             return low
         if self.kind == "columns":
             return [c.strip() for c in text.split(",") if c.strip()]
+        if self.kind == "timestamp":
+            return _timestamp_millis(key, value, text)
         if not text:
             raise InvalidOptionError(key, value, "a non-empty string")
         return text
 
 
+def _timestamp_millis(key: str, value: object, text: str) -> int:
+    """Epoch millis from millis or an ISO-8601 time (no offset: UTC)."""
+    import datetime as dt
+
+    if text.lstrip("-").isdigit():
+        return int(text)
+    if text[-1:] in ("Z", "z"):  # Python < 3.11 reads no "Z"
+        text = text[:-1] + "+00:00"
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidOptionError(key, value, "epoch milliseconds or an ISO-8601 time such as "
+                                 "'2024-05-01T12:00:00+00:00' (no offset: UTC)") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return int(when.timestamp() * 1000)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A name users bring from Spark or Delta that lakesink does not take, with its pointer."""
+
+    key: str
+    scopes: tuple[str, ...]
+    reason: str
+
+
 REGISTRY: dict[str, Option] = {}
+REFUSED: dict[str, Refusal] = {}
 
 
 def _declare(*options: Option) -> None:
@@ -158,13 +188,16 @@ _declare(
     Option("filter-pushdown", "read", "bool", False, "Take Spark's filters (also needs "
            "`spark.sql.python.filterPushdown.enabled=true`)."),
     Option("scan.snapshot-id", "read", "int", None, "Time travel: read this snapshot. Streaming: the "
-           "start of `scan.mode=from-snapshot[-full]`.", aliases=("snapshot-id",), minimum=1,
+           "start of `scan.mode=from-snapshot[-full]`. `versionAsOf` is Delta's and Spark's name for "
+           "batch reads.", aliases=("snapshot-id", "versionAsOf"), minimum=1,
            default_text="latest", also=("stream-read",)),
     Option("scan.tag-name", "read", "string", None, "Time travel: read the snapshot of this tag.",
            aliases=("tag",), default_text="none"),
-    Option("scan.timestamp-millis", "read", "string", None, "Time travel: the latest snapshot committed at "
-           "or before this time (epoch millis or ISO-8601). Streaming: the start of "
-           "`scan.mode=from-timestamp`.", aliases=("timestamp",), default_text="none", also=("stream-read",)),
+    Option("scan.timestamp-millis", "read", "timestamp", None, "Time travel: the latest snapshot committed "
+           "at or before this time: epoch millis (a number is always millis, never seconds) or ISO-8601 "
+           "(`2024-05-01T12:00:00+02:00`; no offset: UTC). Streaming: the start of "
+           "`scan.mode=from-timestamp`. `timestampAsOf` is Delta's and Spark's name for batch reads.",
+           aliases=("timestamp", "timestampAsOf"), default_text="none", also=("stream-read",)),
     # -- streaming read ------------------------------------------------------------
     Option("scan.mode", "stream-read", "choice", "default", "Where a new query starts: `default` "
            "(Paimon's: `from-snapshot` with `scan.snapshot-id`, `from-timestamp` with "
@@ -202,8 +235,8 @@ _declare(
            default_text="unlimited"),
     Option("snapshot.time-retained", "table", "duration", 3_600_000, "Snapshots younger than this are "
            "kept.", default_text="1 h"),
-    Option("snapshot.expire.limit", "table", "int", 10, "Snapshots expired at most per run after a commit.",
-           minimum=1),
+    Option("snapshot.expire.limit", "table", "int", 50, "Snapshots expired at most per run after a commit "
+           "(Paimon's default, 50).", minimum=1),
     Option("partition.expiration-time", "table", "duration", None, "Drop partitions whose time (from their "
            "values) is older than this.", default_text="never"),
     Option("partition.expiration-check-interval", "table", "duration", None, "Paimon's check interval "
@@ -273,6 +306,37 @@ STORAGE_FAMILY_DOC = ("File-system options for pypaimon, e.g. `fs.s3.endpoint`, 
                       "`fs.s3.accessKeySecret`, `fs.s3.region`, `s3.path-style-access`.")
 
 
+def _refuse(*refusals: Refusal) -> None:
+    for refusal in refusals:
+        REFUSED[refusal.key.lower()] = refusal
+
+
+_MAX_ROWS = ("lakesink limits a micro-batch by rows, in whole snapshots (a snapshot's files are never "
+             "split across micro-batches): use `read.stream.maxRowsPerTrigger` (alias `maxRowsPerTrigger`).")
+_refuse(
+    Refusal("maxFilesPerTrigger", ("stream-read",), _MAX_ROWS),
+    Refusal("read.stream.maxFilesPerTrigger", ("stream-read",), _MAX_ROWS),
+    Refusal("maxBytesPerTrigger", ("stream-read",), _MAX_ROWS),
+    Refusal("read.stream.maxBytesPerTrigger", ("stream-read",), _MAX_ROWS),
+    Refusal("versionAsOf", ("stream-read",), "Batch time travel only (as in Delta). A stream starts at a "
+            "snapshot with `scan.mode=from-snapshot` and `scan.snapshot-id`."),
+    Refusal("timestampAsOf", ("stream-read",), "Batch time travel only (as in Delta). A stream starts at a "
+            "time with `scan.mode=from-timestamp` and `scan.timestamp-millis`."),
+)
+
+
+def refusal(key: str, scopes: tuple[str, ...]) -> Refusal | None:
+    """The refusal of `key` (any spelling case) in one of `scopes`, if lakesink refuses it there."""
+    found = REFUSED.get(str(key).lower())
+    return found if found is not None and set(found.scopes) & set(scopes) else None
+
+
+def _check_refused(key: str, scopes: tuple[str, ...]) -> None:
+    found = refusal(key, scopes)
+    if found is not None:
+        raise UnsupportedOptionError(key, found.reason)
+
+
 def option(key: str) -> Option:
     return REGISTRY[key]
 
@@ -314,10 +378,12 @@ def parse(raw: Mapping[str, object], scopes: tuple[str, ...], storage: bool = Tr
     reach_files = storage
     index = _index(scopes)
     out: dict[str, object] = {}
+    spelled: dict[str, str] = {}
     for key, value in raw.items():
         if value is None:
             continue
         low = str(key).lower()
+        _check_refused(str(key), scopes)
         canonical = index.get(low)
         if canonical is None and low in SPARK_SUPPLIED:
             continue
@@ -326,7 +392,29 @@ def parse(raw: Mapping[str, object], scopes: tuple[str, ...], storage: bool = Tr
         if canonical is None:
             raise UnknownOptionError(str(key), sorted({s for o in REGISTRY.values() if set(o.scopes) & set(scopes)
                                                        for s in (o.key, *o.aliases)}))
-        out[canonical] = REGISTRY[canonical].parse(value, str(key))
+        parsed = REGISTRY[canonical].parse(value, str(key))
+        if canonical in out and out[canonical] != parsed:
+            raise InvalidOptionError(str(key), value, f"the same value as {spelled[canonical]!r} (both name "
+                                     f"{canonical}), or only one of them")
+        out[canonical], spelled[canonical] = parsed, str(key)
+    return out
+
+
+def parse_storage(raw: Mapping[str, object]) -> dict[str, str]:
+    """Storage options only (`fs.*`, `s3.*`, `commit.lock`, ...), by pypaimon's spelling; any
+    other key is an error naming it (e.g. the CLI's `--option`, which only says how to reach files).
+    """
+    out: dict[str, str] = {}
+    for key, value in raw.items():
+        key = str(key).strip()
+        if not is_storage_option(key):
+            raise ConfigurationError(
+                f"Option {key!r} is not a storage option. Storage options say how to reach a table's "
+                "files: `fs.*` / `s3.*` (e.g. `fs.s3.endpoint`, `fs.s3.accessKeyId`), `commit.lock`, "
+                "`commit.allow-unsafe-publication` (docs/options.md, docs/storage.md).", option=key)
+        if key in REGISTRY:
+            REGISTRY[key].parse(value, key)  # a bad value fails here, naming the option
+        out[storage.canonical_key(key)] = str(value)
     return out
 
 
@@ -377,6 +465,7 @@ class WriteOptions:
         typed: dict[str, object] = {}
         for key, value in raw.items():
             low = key.lower()
+            _check_refused(key, scopes)
             canonical = ours.get(low)
             if canonical is not None:
                 typed[canonical] = REGISTRY[canonical].parse(value, key)
@@ -457,6 +546,12 @@ def render_markdown() -> str:
             lines.append(f"| {key} | {_default_text(opt)} | {opt.doc} |")
         if scope == "storage":
             lines.append(f"| `fs.*`, `s3.*` | none | {STORAGE_FAMILY_DOC} |")
+    lines += ["", "### Names lakesink refuses", "",
+              "Spark's, Delta's or Paimon's names for an idea lakesink has differently: given where "
+              "listed, they fail with `UnsupportedOptionError` naming lakesink's option.", "",
+              "| key | refused in | use instead |", "|---|---|---|"]
+    for refused in REFUSED.values():
+        lines.append(f"| `{refused.key}` | {', '.join(f'`{s}`' for s in refused.scopes)} | {refused.reason} |")
     lines += ["", END]
     return "\n".join(lines)
 

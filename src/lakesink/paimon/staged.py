@@ -123,25 +123,53 @@ def clean_staging(directory: str, older_than_s: float = 3600.0, dry_run: bool = 
     holding a STAGED.json marker are considered: never a published table.
     """
     removed = []
+    for full, marker in staged_tables(directory):
+        if abandoned(marker, older_than_s)[0]:
+            removed.append(full)
+            if not dry_run:
+                shutil.rmtree(full, ignore_errors=True)
+    return removed
+
+
+def staged_tables(directory: str, table_name: str | None = None) -> list[tuple[str, dict]]:
+    """(path, marker) of the staged tables under a database directory (of `table_name` only, if given)."""
     directory = _local(directory)
+    found = []
+    prefix = f".{table_name}{STAGING_INFIX}" if table_name is not None else None
     for entry in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
         full = os.path.join(directory, entry)
         if not (entry.startswith(".") and STAGING_INFIX in entry and os.path.isdir(full)):
+            continue
+        if prefix is not None and not entry.startswith(prefix):
             continue
         try:
             with open(os.path.join(full, MARKER)) as src:
                 marker = json.load(src)
         except (OSError, ValueError):
             continue
-        if marker.get("format") != MARKER_FORMAT:
-            continue
-        age = time.time() - float(marker.get("created_at", 0))
-        same_host = marker.get("host") == socket.gethostname()
-        if age > older_than_s or (same_host and not _alive(int(marker.get("pid", -1)))):
-            removed.append(full)
-            if not dry_run:
-                shutil.rmtree(full, ignore_errors=True)
-    return removed
+        if marker.get("format") == MARKER_FORMAT:
+            found.append((full, marker))
+    return found
+
+
+def abandoned(marker: dict, older_than_s: float, now: float | None = None) -> tuple[bool, str]:
+    """Whether a staged table's job is over, and why (or why it may still run)."""
+    age = (now if now is not None else time.time()) - float(marker.get("created_at", 0))
+    host, pid = marker.get("host"), int(marker.get("pid", -1))
+    if host == socket.gethostname() and not _alive(pid):
+        return True, f"its job's process {pid} on this host is gone"
+    if age > older_than_s:
+        return True, f"started {_age_text(age)} ago, longer than {_age_text(older_than_s)}"
+    where = "on this host" if host == socket.gethostname() else f"on {host}"
+    return False, f"its job (process {pid} {where}) may still run: started {_age_text(age)} ago"
+
+
+def _age_text(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.0f} s"
 
 
 def _alive(pid: int) -> bool:
