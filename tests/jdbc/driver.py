@@ -1,6 +1,6 @@
 """The child program the JDBC crash and retry tests run (and kill): one write, run until done.
 
-    python -m tests.jdbc.driver --url URL --table T --source DIR --path fast|format|batch
+    python -m tests.jdbc.driver --url URL --table T --source DIR --path fast|format|batch|format-batch|ctas
         [--checkpoint CHK] [--option key=value ...] [--master local[2,3]]
 
 Streams (`fast`: lakesink.jdbc.stream, `format`: writeStream.format("lakesink-jdbc")) read
@@ -23,7 +23,7 @@ def main(argv=None) -> int:
     parser.add_argument("--url", required=True)
     parser.add_argument("--table", required=True)
     parser.add_argument("--source", required=True)
-    parser.add_argument("--path", choices=("fast", "format", "batch", "format-batch"), required=True)
+    parser.add_argument("--path", choices=("fast", "format", "batch", "format-batch", "ctas"), required=True)
     parser.add_argument("--checkpoint")
     parser.add_argument("--option", action="append", default=[])
     parser.add_argument("--master", default="local[2,3]")  # up to 3 attempts per task
@@ -41,6 +41,11 @@ def main(argv=None) -> int:
             df = spark.read.parquet(args.source).repartition(WRITER_PARTITIONS, "id")
             report = lakesink.jdbc.write(df, args.url, args.table, commit_user="driver", commit_identifier=1,
                                          options=options)
+            print(f"report: {report}", flush=True)
+            return 0
+        if args.path == "ctas":
+            df = spark.read.parquet(args.source).repartition(WRITER_PARTITIONS, "id")
+            report = lakesink.jdbc.create_table_as(df, args.url, args.table, options=options)
             print(f"report: {report}", flush=True)
             return 0
         if args.path == "format-batch":
