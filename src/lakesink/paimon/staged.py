@@ -36,7 +36,7 @@ MARKER_FORMAT = "lakesink.staged-table"
 STAGING_INFIX = ".lakesink-staging-"
 
 
-def _local(path: str) -> str:
+def local_dir(path: str) -> str:
     path = storage.normalize(path)
     if path.startswith("file://"):
         return path[len("file://"):]
@@ -64,7 +64,7 @@ def exchange(a: str, b: str) -> None:
 
 class PaimonStagedTable(StagedTable):
     def __init__(self, path: str, replace: bool = False, if_not_exists: bool = False):
-        self.path = _local(path)
+        self.path = local_dir(path)
         self.replace = replace
         self.if_not_exists = if_not_exists
         parent, name = os.path.split(self.path)
@@ -81,6 +81,10 @@ class PaimonStagedTable(StagedTable):
                 self._skipped = True
                 return
             raise TableAlreadyExistsError(f"Table {self.path} already exists; nothing was written.")
+        self.make_staging()
+
+    def make_staging(self) -> None:
+        """The hidden staging directory, with a marker naming its owner (for `clean_staging`)."""
         os.makedirs(self.staging_path)
         with open(os.path.join(self.staging_path, MARKER), "w") as out:
             json.dump({"format": MARKER_FORMAT, "version": 1, "target": self.path, "pid": os.getpid(),
@@ -123,25 +127,34 @@ def clean_staging(directory: str, older_than_s: float = 3600.0, dry_run: bool = 
     holding a STAGED.json marker are considered: never a published table.
     """
     removed = []
-    directory = _local(directory)
+    directory = local_dir(directory)
     for entry in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
         full = os.path.join(directory, entry)
         if not (entry.startswith(".") and STAGING_INFIX in entry and os.path.isdir(full)):
             continue
-        try:
-            with open(os.path.join(full, MARKER)) as src:
-                marker = json.load(src)
-        except (OSError, ValueError):
-            continue
-        if marker.get("format") != MARKER_FORMAT:
-            continue
-        age = time.time() - float(marker.get("created_at", 0))
-        same_host = marker.get("host") == socket.gethostname()
-        if age > older_than_s or (same_host and not _alive(int(marker.get("pid", -1)))):
+        marker = read_marker(full)
+        if marker is not None and abandoned(marker, older_than_s):
             removed.append(full)
             if not dry_run:
                 shutil.rmtree(full, ignore_errors=True)
     return removed
+
+
+def read_marker(directory: str) -> dict | None:
+    """The STAGED.json marker of a (local) directory, or None when it has none."""
+    try:
+        with open(os.path.join(directory, MARKER)) as src:
+            marker = json.load(src)
+    except (OSError, ValueError):
+        return None
+    return marker if isinstance(marker, dict) and marker.get("format") == MARKER_FORMAT else None
+
+
+def abandoned(marker: dict, older_than_s: float) -> bool:
+    """Its job is gone: its process is dead (same host) or it is older than `older_than_s`."""
+    age = time.time() - float(marker.get("created_at", 0))
+    same_host = marker.get("host") == socket.gethostname()
+    return age > older_than_s or (same_host and not _alive(int(marker.get("pid", -1))))
 
 
 def _alive(pid: int) -> bool:
