@@ -103,7 +103,7 @@ def resolve_table(name_or_path: str, catalog: Mapping[str, object] | None = None
     """
     from .paimon.catalog import is_path, open_catalog, resolve
     opened = open_catalog(catalog) if catalog and not is_path(str(name_or_path)) else None
-    return resolve(name_or_path, opened, "create")
+    return resolve(name_or_path, opened, "locate")
 
 
 def sql(spark: SparkSession, query: str, **kwargs: Any) -> DataFrame:

@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_DATABASE = "default"
 JDBC_SCHEMES = ("jdbc:sqlite:", "jdbc:postgresql:", "jdbc:mysql:")
-PURPOSES = ("read", "write", "create", "drop")
+PURPOSES = ("read", "write", "create", "drop", "locate")
 STAGED_MARKER = "STAGED.json"  # paimon.staged.MARKER: a table directory a CTAS is publishing
 
 
@@ -219,8 +219,8 @@ def resolve(text: str, catalog: Catalog | None, purpose: str = "read") -> Resolv
     """The one rule from a path or name to a table (docs/catalogs.md).
 
     `purpose`: "read" (the table must exist), "write" (may be missing: it is created by name, in an
-    existing database), "create" (CREATE TABLE AS: may exist), "drop" (a catalog entry without files
-    is not an error).
+    existing database), "create" (CREATE TABLE AS: may exist, in an existing database), "drop" (a
+    catalog entry without files is not an error), "locate" (only where it is, and whether it exists).
     """
     text = str(text)
     if not text.strip():
@@ -324,7 +324,7 @@ class Catalog:
                 f"'{name}' after moving it away. Nothing was read or written.", table=text)
         path = self.table_path(name)
         exists = self._exists(name, path, purpose)
-        if not exists:
+        if not exists and purpose != "locate":
             if not self.database_exists(name.database):
                 raise DatabaseNotFoundError(
                     f"Database {name.database!r} does not exist in the {self.config.describe()}: create it "
@@ -412,8 +412,7 @@ class Catalog:
 
     def table_exists(self, name: str) -> bool:
         """Whether the catalog holds the table (a disagreement with the storage is an error)."""
-        resolved = self.resolve(name, "create")
-        return bool(resolved.exists)
+        return bool(self.resolve(name, "locate").exists)
 
     def location(self, name: str) -> str:
         """The table's directory (whether or not it exists yet)."""

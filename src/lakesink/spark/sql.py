@@ -90,7 +90,7 @@ def rewrite(query: str, catalog: Catalog) -> tuple[str, dict[TableName, bool]]:
         if name.database not in databases:
             continue
         if name not in known:
-            known[name] = bool(catalog.resolve(_backquoted(name), "create").exists)
+            known[name] = bool(catalog.resolve(_backquoted(name), "locate").exists)
         if not known[name]:
             continue
         found[name] = found.get(name, False) or _is_write_target(significant, first)
