@@ -15,7 +15,6 @@ from lakesink.errors import (ConfigurationError, DatabaseConnectionError, TableA
                              UnknownOptionError)
 from lakesink.spark.catalog import catalog_options
 from tests.catalog.conftest import catalog_options as options_for, forget_postgres_catalog, rows_of, session_catalog
-from tests.helpers import read_table
 
 pytestmark = pytest.mark.spark
 

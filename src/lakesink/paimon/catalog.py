@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -39,13 +40,14 @@ from ..errors import (AmbiguousTableNameError, CatalogInconsistencyError, Commit
                       ConfigurationError, DatabaseConnectionError, DatabaseNotFoundError,
                       NotAPaimonTableError, TableNotFoundError)
 from . import tables
+from .staged import MARKER as STAGED_MARKER
+from .staged import STAGING_INFIX, abandoned, clean_staging, local_dir, read_marker
 
 log = logging.getLogger(__name__)
 
 DEFAULT_DATABASE = "default"
 JDBC_SCHEMES = ("jdbc:sqlite:", "jdbc:postgresql:", "jdbc:mysql:")
 PURPOSES = ("read", "write", "create", "drop", "locate")
-STAGED_MARKER = "STAGED.json"  # paimon.staged.MARKER: a table directory a CTAS is publishing
 
 
 def is_path(text: str) -> bool:
@@ -463,7 +465,6 @@ class Catalog:
     def clean_staging(self, older_than_s: float = 3600.0, dry_run: bool = False) -> list[str]:
         """Remove what interrupted CREATE TABLE AS jobs left in the catalog's databases (staged
         tables, and JDBC publications that never reached the catalog). Returns what was removed."""
-        from .catalog_staged import clean_catalog_staging
         return clean_catalog_staging(self, older_than_s, dry_run)
 
 
@@ -570,3 +571,37 @@ def update_properties(paimon, name: TableName, schema) -> None:
         conn.execute("DELETE FROM paimon_table_properties WHERE catalog_key = ? AND database_name = ? "
                      "AND table_name = ?", (paimon.catalog_key, name.database, name.table))
         paimon._insert_table_properties(name.identifier(), paimon._collect_table_properties(schema))
+
+
+def clean_catalog_staging(catalog: Catalog, older_than_s: float = 3600.0, dry_run: bool = False) -> list[str]:
+    """What interrupted CREATE TABLE AS jobs left in the catalog's databases: hidden staged tables
+    whose job is gone, and (JDBC) tables moved in place whose row never committed. A marker left in
+    a table that did enter the catalog is removed too (it is not listed)."""
+    removed = []
+    for database in catalog.list_databases():
+        directory = local_dir(catalog.database_path(database))
+        removed += clean_staging(directory, older_than_s, dry_run)
+        if not catalog.is_jdbc or not os.path.isdir(directory):
+            continue
+        for entry in sorted(os.listdir(directory)):
+            full = os.path.join(directory, entry)
+            if entry.startswith(".") or STAGING_INFIX in entry or not os.path.isdir(full):
+                continue
+            marker = read_marker(full)
+            if marker is None:
+                continue
+            if catalog.is_registered(TableName(database, entry)):
+                if not dry_run:
+                    unlink_quietly(os.path.join(full, STAGED_MARKER))
+            elif abandoned(marker, older_than_s):
+                removed.append(full)
+                if not dry_run:
+                    shutil.rmtree(full, ignore_errors=True)
+    return removed
+
+
+def unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

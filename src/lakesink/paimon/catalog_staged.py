@@ -30,9 +30,9 @@ from ..errors import CatalogInconsistencyError, TableAlreadyExistsError
 from ..protocol import crashpoints
 from ..protocol.staging import StagedTable
 from . import tables
-from .catalog import Catalog, ResolvedTable, TableName, connect, insert_entry, update_properties
-from .staged import (MARKER, STAGING_INFIX, PaimonStagedTable, abandoned, clean_staging, exchange,
-                     local_dir, read_marker)
+from .catalog import (Catalog, ResolvedTable, TableName, connect, insert_entry, unlink_quietly,
+                      update_properties)
+from .staged import MARKER, PaimonStagedTable, exchange, read_marker
 
 
 def stage_table(resolved: ResolvedTable, catalog: Catalog | None, replace: bool = False,
@@ -77,7 +77,7 @@ class JdbcStagedTable(PaimonStagedTable):
                 raise TableAlreadyExistsError(
                     f"Table {self.name} was created in the {self.catalog.config.describe()} by another job "
                     "while this one ran; this job's data was removed.", table=str(self.name))
-            _unlink_quietly(os.path.join(self.path, MARKER))  # published: the marker has done its work
+            unlink_quietly(os.path.join(self.path, MARKER))  # published: the marker has done its work
         finally:
             paimon.close()
 
@@ -118,35 +118,3 @@ def _clear_unpublished(path: str) -> None:
         shutil.rmtree(path)
 
 
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
-def clean_catalog_staging(catalog: Catalog, older_than_s: float = 3600.0, dry_run: bool = False) -> list[str]:
-    """What interrupted CREATE TABLE AS jobs left in the catalog's databases: hidden staged tables
-    whose job is gone, and (JDBC) tables moved in place whose row never committed. A marker left in
-    a table that did enter the catalog is removed too (it is not listed)."""
-    removed = []
-    for database in catalog.list_databases():
-        directory = local_dir(catalog.database_path(database))
-        removed += clean_staging(directory, older_than_s, dry_run)
-        if not catalog.is_jdbc or not os.path.isdir(directory):
-            continue
-        for entry in sorted(os.listdir(directory)):
-            full = os.path.join(directory, entry)
-            if entry.startswith(".") or STAGING_INFIX in entry or not os.path.isdir(full):
-                continue
-            marker = read_marker(full)
-            if marker is None:
-                continue
-            if catalog.is_registered(TableName(database, entry)):
-                if not dry_run:
-                    _unlink_quietly(os.path.join(full, MARKER))
-            elif abandoned(marker, older_than_s):
-                removed.append(full)
-                if not dry_run:
-                    shutil.rmtree(full, ignore_errors=True)
-    return removed
