@@ -138,3 +138,18 @@ def test_write_by_name_creates_and_registers_once_even_when_two_writers_race(jdb
         opts.catalog_entry = resolved.entry
         prepare_target(resolved.path, schema, opts, "test")
     assert cat.list_tables("shop") == ["orders"] and cat.resolve("shop.orders").exists
+
+
+def test_a_dropped_catalog_connection_is_opened_again(jdbc_options):
+    cat = lakesink.catalog(jdbc_options)
+    cat.create_database("shop")
+    conn = cat._paimon.connection.connection
+    if jdbc_options["uri"].startswith("jdbc:postgresql:"):
+        import psycopg
+
+        from tests.jdbc.conftest import POSTGRES_URL
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+    else:
+        conn.close()
+    assert cat.list_databases() == ["shop"]

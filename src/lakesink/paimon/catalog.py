@@ -271,17 +271,27 @@ class Catalog:
     def __repr__(self) -> str:
         return f"<lakesink catalog: {self.config.describe()}>"
 
-    def _call(self, fn: Callable, *args):
-        """A pypaimon call under the lock; a JDBC error becomes a `DatabaseConnectionError`."""
+    def _call(self, method: str, *args):
+        """pypaimon's `method` under the lock. JDBC: its implicit read transaction is ended (no
+        connection idles in a transaction); a dropped connection is opened again once; a database
+        error becomes a `DatabaseConnectionError`."""
         with self._lock:
-            try:
-                return fn(*args)
-            except Exception as exc:
-                if self.is_jdbc and _is_driver_error(exc):
+            for attempt in (1, 2):
+                try:
+                    return getattr(self._paimon, method)(*args)
+                except Exception as exc:
+                    if not (self.is_jdbc and _is_driver_error(exc)):
+                        raise
                     self._rollback()
+                    if attempt == 1 and _connection_lost(self._paimon):
+                        log.info("catalog connection lost (%s): reconnecting", _first_line(exc))
+                        self._paimon = connect(self.config)
+                        continue
                     raise DatabaseConnectionError(f"The catalog database of the {self.config.describe()} "
                                                   f"failed: {_first_line(exc)}") from exc
-                raise
+                finally:
+                    if self.is_jdbc:
+                        self._rollback()
 
     def _rollback(self) -> None:
         try:
@@ -372,31 +382,31 @@ class Catalog:
             return tables.open_table(self.table_path(name), self.config.fs_options or None) is not None
         if paimon is not None:
             return paimon._table_exists(name.identifier())
-        return self._call(self._paimon._table_exists, name.identifier())
+        return self._call("_table_exists", name.identifier())
 
     # -- databases -----------------------------------------------------------
     def list_databases(self) -> list[str]:
         if not self.is_jdbc and not storage.file_io(self.warehouse, self.config.fs_options or None).exists(
                 self.warehouse):
             return []
-        return self._call(self._paimon.list_databases)
+        return self._call("list_databases")
 
     def database_exists(self, database: str) -> bool:
         from pypaimon.catalog.catalog_exception import DatabaseNotExistException
         try:
-            self._call(self._paimon.get_database, database)
+            self._call("get_database", database)
             return True
         except DatabaseNotExistException:
             return False
 
     def create_database(self, database: str, if_not_exists: bool = True) -> None:
-        self._call(self._paimon.create_database, database, if_not_exists)
+        self._call("create_database", database, if_not_exists)
 
     def drop_database(self, database: str, cascade: bool = False, if_exists: bool = False) -> None:
         """Drop a database; `cascade=True` drops its tables (and their files) first."""
         from pypaimon.catalog.catalog_exception import DatabaseNotExistException
         try:
-            self._call(self._paimon.drop_database, database, if_exists, cascade)
+            self._call("drop_database", database, if_exists, cascade)
         except DatabaseNotExistException:
             raise DatabaseNotFoundError(f"Database {database!r} does not exist in the "
                                         f"{self.config.describe()}.") from None
@@ -407,7 +417,7 @@ class Catalog:
     def list_tables(self, database: str) -> list[str]:
         from pypaimon.catalog.catalog_exception import DatabaseNotExistException
         try:
-            return self._call(self._paimon.list_tables, database)
+            return self._call("list_tables", database)
         except DatabaseNotExistException:
             raise DatabaseNotFoundError(f"Database {database!r} does not exist in the "
                                         f"{self.config.describe()}.") from None
@@ -430,7 +440,7 @@ class Catalog:
                 return False
             raise TableNotFoundError(f"Table {parsed} does not exist in the {self.config.describe()}.",
                                      table=str(parsed))
-        self._call(self._paimon.drop_table, parsed.identifier(), False)
+        self._call("drop_table", parsed.identifier(), False)
         return True
 
     def register_table(self, name: str) -> None:
@@ -494,6 +504,19 @@ def _split_name(text: str) -> list[str]:
 def _local_table(text: str) -> bool:
     """A relative path of that spelling holds a Paimon table (the ambiguity the rule refuses)."""
     return os.path.isdir(os.path.join(text, "schema"))
+
+
+def _connection_lost(paimon) -> bool:
+    """The DB-API connection under a pypaimon JDBC catalog is closed or broken."""
+    conn = paimon.connection.connection
+    closed = getattr(conn, "closed", False)  # psycopg: True / non-zero once closed or broken
+    if closed:
+        return True
+    try:
+        conn.cursor().close()  # sqlite3: ProgrammingError on a closed connection
+        return False
+    except Exception:  # noqa: BLE001
+        return True
 
 
 def _is_driver_error(exc: BaseException) -> bool:
