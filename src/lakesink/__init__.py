@@ -126,9 +126,11 @@ def write(df: DataFrame, path: str, mode: str = "append", *, partition_by: Itera
           commit_identifier: int | None = None, primary_key: Iterable[str] | None = None) -> CommitReport:
     """Write a DataFrame into the Paimon table at `path` as one snapshot (fast path).
 
-    Spark's JVM writes the Parquet files into a staging directory; lakesink
-    describes them from their footers and commits one snapshot. A table that
-    does not exist is created from the DataFrame's schema.
+    `path`: a path (holding `/`) or a table name (`shop.orders`) in the session's
+    catalog (docs/catalogs.md). Spark's JVM writes the Parquet files into a staging
+    directory; lakesink describes them from their footers and commits one snapshot.
+    A table that does not exist is created from the DataFrame's schema (by name: in
+    the catalog, whose database must exist).
 
     `mode`: "append" or "overwrite" (whole table, or only the partitions written
     with `options={"partitionOverwriteMode": "dynamic"}`). `options`: writer and
@@ -151,7 +153,7 @@ def write(df: DataFrame, path: str, mode: str = "append", *, partition_by: Itera
 def stream(df: DataFrame, path: str, checkpoint: str, trigger: str | Mapping[str, Any] | None = None, *,
            options: Mapping[str, object] | None = None, commit_mode: str = "sync", query_name: str | None = None,
            partition_by: Iterable[str] | None = None) -> StreamingQuery:
-    """Start a streaming query writing `df` into the Paimon table at `path`, exactly once.
+    """Start a streaming query writing `df` into the Paimon table at `path` (or name), exactly once.
 
     Each micro-batch becomes one snapshot; a batch Spark replays after a driver
     crash is recognised and committed once. `trigger`: "10 seconds",
@@ -185,7 +187,8 @@ def create_table_as(df: DataFrame, path: str, partition_by: Iterable[str] | None
                     via: str = "fast") -> CommitReport | None:
     """Create the Paimon table at `path` from `df`; it appears only if the job succeeds.
 
-    A failed, cancelled or interrupted job leaves no table and no files; of two
+    By name (`shop.daily`), the table enters the session's catalog only at commit (JDBC
+    catalogs: one transaction inserting its row). A failed, cancelled or interrupted job leaves no table and no files; of two
     jobs creating one table, exactly one wins. With `if_not_exists=True` an
     existing table is left alone (returns None). `via="native"` writes through
     `df.write.format("paimon")`. Option `ctas.atomicity-enabled=false` writes in
@@ -216,7 +219,7 @@ def clean_staging(database_dir: str, older_than_s: float = 3600.0, dry_run: bool
 def read(spark: SparkSession, path: str, *, snapshot: int | None = None, tag: str | None = None,
          timestamp: int | str | _dt.datetime | None = None,
          filter: str | Sequence[tuple] | None = None, options: Mapping[str, str] | None = None) -> DataFrame:
-    """A DataFrame of the Paimon table at `path`: the latest snapshot, or one by id, tag or time.
+    """A DataFrame of the Paimon table at `path` (or name): the latest snapshot, or one by id, tag or time.
 
     The driver plans with pypaimon (pruned by partitions and min/max statistics);
     Spark's JVM reads the Parquet bytes where it can, pypaimon's reader otherwise
@@ -236,7 +239,7 @@ def read(spark: SparkSession, path: str, *, snapshot: int | None = None, tag: st
 def read_stream(spark: SparkSession, path: str, *, consumer_id: str | None = None,
                 starting: str | int | _dt.datetime = "latest-full", read_overwrite: bool = False,
                 max_rows_per_trigger: int | None = None, options: Mapping[str, str] | None = None) -> DataFrame:
-    """A streaming DataFrame of the rows each new snapshot of the table adds.
+    """A streaming DataFrame of the rows each new snapshot of the table at `path` (or name) adds.
 
     `starting`: "latest-full" (the current rows, then new ones: the default, as
     Paimon and Delta start), "latest" (only rows committed after the query
@@ -257,7 +260,7 @@ def read_stream(spark: SparkSession, path: str, *, consumer_id: str | None = Non
 def compact(spark: SparkSession | None, path: str, partitions: Sequence[Mapping[str, object]] | None = None,
             target_size: int | str | None = None, *, progress: bool | Callable[[int, int], None] = True,
             max_attempts: int = 5, options: Mapping[str, str] | None = None) -> CommitReport:
-    """Rewrite the small files of a table (or of some partitions) into one COMPACT snapshot.
+    """Rewrite the small files of a table (path or name) or of some partitions into one COMPACT snapshot.
 
     Rewrites run on Spark's executors (on the driver with `spark=None`); the swap
     is one snapshot with Paimon's conflict check, safe beside running writers and
