@@ -110,6 +110,8 @@ def test_sql_names_catalog_tables(spark, cat):
 def test_saveAsTable_and_toTable_are_refused_as_documented(spark, cat, tmp_path):
     """Spark hands a Python data source neither the name nor a location for these (Spark 4.3):
     lakesink refuses with what to write instead (docs/catalogs.md)."""
+    with pytest.raises(Exception, match="SCHEMA_NOT_FOUND"):  # Spark looks `shop` up in its own catalog
+        spark.range(3).write.format("paimon").mode("append").saveAsTable("shop.orders")
     with pytest.raises(Exception, match=r"saveAsTable.*\.save\('shop\.orders'\)"):
         spark.range(3).write.format("paimon").mode("append").saveAsTable("lakesink_orders")
     assert not spark.catalog.tableExists("lakesink_orders")  # Spark drops the table it created
