@@ -138,7 +138,8 @@ def _child(options, where, env=None):
 def test_a_process_killed_mid_job_or_mid_publication_leaves_no_entry_and_clean_up_removes_its_files(cat):
     """SIGKILL (1) while the job writes the staged table, (2) after the table moved in place and
     before the catalog's transaction committed (JDBC). No entry either way; the table is refused
-    by name until `clean_staging` removes what is left; the next CTAS then succeeds."""
+    by name; the next CTAS of the name succeeds (clearing the dead publication once it holds the
+    row), and `clean_staging` removes the dead job's staged table."""
     proc = _child(cat.config.options, "job")
     assert proc.stdout.readline().startswith("READY")
     os.killpg(proc.pid, signal.SIGKILL)
@@ -151,8 +152,33 @@ def test_a_process_killed_mid_job_or_mid_publication_leaves_no_entry_and_clean_u
         assert cat.list_tables("shop") == [] and "daily" in _db_entries(cat)  # moved, never committed
         with pytest.raises(CatalogInconsistencyError, match="interrupted CREATE TABLE AS.*clean_staging"):
             cat.resolve("shop.daily", "read")
-    removed = cat.clean_staging()
-    assert len(removed) == (2 if cat.is_jdbc else 1)
-    assert _db_entries(cat) == [] and cat.list_tables("shop") == []
     _ctas(cat, "shop.daily", [4])
-    assert rows_of(cat.location("shop.daily")) == [4]
+    assert rows_of(cat.location("shop.daily")) == [4] and cat.list_tables("shop") == ["daily"]
+    removed = cat.clean_staging()
+    assert len(removed) == 1 and ".daily.lakesink-staging-" in removed[0]
+    assert _db_entries(cat) == ["daily"]
+
+
+def test_clean_staging_removes_a_dead_publication_and_keeps_a_published_table(jdbc_options):
+    """The state a kill inside the publishing transaction leaves (table in place with its marker,
+    no row), built by hand; and a published table that still carries its marker."""
+    cat = lakesink.catalog(jdbc_options)
+    cat.create_database("shop")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    for name in ("daily", "weekly"):
+        staged = stage_table(cat.resolve(f"shop.{name}", "create"), cat)
+        staged.begin()
+        commit_rows(staged.staging_path, [1])
+        marker = os.path.join(staged.staging_path, "STAGED.json")
+        with open(marker) as src:
+            content = json.load(src)
+        with open(marker, "w") as out:
+            json.dump({**content, "pid": int(dead)}, out)
+        os.rename(staged.staging_path, cat.location(f"shop.{name}"))
+    cat.register_table("shop.weekly")  # this one's transaction committed; its marker stayed
+    assert cat.clean_staging(dry_run=True) == [cat.location("shop.daily")]
+    assert cat.clean_staging() == [cat.location("shop.daily")]
+    assert _db_entries(cat) == ["weekly"] and cat.list_tables("shop") == ["weekly"]
+    assert not os.path.exists(os.path.join(cat.location("shop.weekly"), "STAGED.json"))
+    assert rows_of(cat.location("shop.weekly")) == [1]

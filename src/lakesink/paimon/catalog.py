@@ -366,6 +366,8 @@ class Catalog:
                 "Nothing was changed.", table=str(name))
         if on_storage and not registered:
             if storage.file_io(path, fs).exists(f"{path}/{STAGED_MARKER}"):
+                if purpose == "create":
+                    return False  # a new CREATE TABLE AS clears it once it holds the table's row
                 raise CatalogInconsistencyError(
                     f"{path} was left by an interrupted CREATE TABLE AS of {name} (it never reached the "
                     f"catalog): lakesink.catalog(spark).clean_staging() removes it. Nothing was changed.",
