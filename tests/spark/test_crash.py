@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.crash.harness import Case, append_as_other_writer, make_source
+from tests.crash.harness import (Case, append_as_other_writer, cdc_prefix_states, keyed_state, make_cdc_source,
+                                 make_source)
 from tests.helpers import read_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.crash]
@@ -99,6 +100,26 @@ def test_a_pending_batch_whose_files_were_deleted_fails_to_restore_naming_the_fi
     assert Path(staged[0]).name in log
     assert pending.exists(), "the pending state must stay for the operator to see"
     assert not Path(case.table, "snapshot").exists()
+
+
+def test_a_driver_killed_at_each_commit_point_of_a_keyed_change_stream_leaves_the_table_key_for_key(tmp_path):
+    """A CDC stream (inserts, updates, deletes, re-inserts) into a primary-key table on the
+    fast path: after every kill the table is the source's state after some whole number of
+    micro-batches (never half a batch, never a replay applied over newer changes), and at
+    the end it equals the final state key for key."""
+    points = ["before-snapshot@2", "after-snapshot@2"]
+    case = Case(tmp_path, "fast", "sync", cdc=True)
+    expected = make_cdc_source(case.source, files=len(points) + 3)
+    prefixes = cdc_prefix_states(case.source)
+    for point in points:
+        case.crash(point)
+        state = keyed_state(case.table)
+        assert state in prefixes, f"after {case.runs[-1].log} the table is no prefix of the change stream"
+    case.finish(fail_first_attempt=0.5)
+    tally = case.check_keyed(expected)
+    print(f"\nkeyed cdc: {tally.summary()}")
+    assert tally.exactly_once and not tally.problems, tally.problems
+    assert len(expected) and tally.rows_checked == len(expected)
 
 
 AGGREGATOR = {"aggregator.enabled": "true", "target-file-size": "1mb"}

@@ -112,3 +112,93 @@ def test_commit_identifier_without_commit_user_is_an_error():
 def test_the_largest_identifier_below_paimons_batch_identifier_is_accepted():
     opts = WriteOptions.parse({"commit.user": "u", "commit.identifier": str(MAX_COMMIT_IDENTIFIER)})
     assert opts.commit_identifier == MAX_COMMIT_IDENTIFIER
+
+
+# -- names users bring from Delta and Spark ------------------------------------------------
+
+def test_deltas_time_travel_names_are_paimons_snapshot_and_timestamp_options_for_batch_reads():
+    from lakesink.options import parse
+    assert parse({"versionAsOf": "3"}, ("read",)) == {"scan.snapshot-id": 3}
+    assert parse({"versionasof": 3}, ("read",)) == {"scan.snapshot-id": 3}  # as Spark passes it
+    assert parse({"timestampAsOf": "1714564800000"}, ("read",)) == {"scan.timestamp-millis": 1714564800000}
+    for text in ("2024-05-01T12:00:00+00:00", "2024-05-01T14:00:00+02:00", "2024-05-01 12:00:00",
+                 "2024-05-01T12:00:00Z"):
+        assert parse({"timestampAsOf": text}, ("read",)) == {"scan.timestamp-millis": 1714564800000}, text
+
+
+def test_a_malformed_time_names_the_option_as_the_user_spelled_it():
+    from lakesink.options import parse
+    with pytest.raises(InvalidOptionError, match="'timestampAsOf' has invalid value 'yesterday'.*ISO-8601"):
+        parse({"timestampAsOf": "yesterday"}, ("read",))
+    with pytest.raises(InvalidOptionError, match="'versionAsOf'.*an integer >= 1"):
+        parse({"versionAsOf": "0"}, ("read",))
+
+
+def test_two_spellings_of_one_option_must_agree():
+    from lakesink.options import parse
+    assert parse({"versionAsOf": "3", "scan.snapshot-id": "3"}, ("read",)) == {"scan.snapshot-id": 3}
+    with pytest.raises(InvalidOptionError, match="both name scan.snapshot-id"):
+        parse({"versionAsOf": "3", "scan.snapshot-id": "4"}, ("read",))
+
+
+@pytest.mark.parametrize("key", ["maxFilesPerTrigger", "maxfilespertrigger", "read.stream.maxFilesPerTrigger",
+                                 "maxBytesPerTrigger"])
+def test_a_file_or_byte_rate_limit_is_refused_with_a_pointer_to_the_row_limit(key):
+    from lakesink.errors import UnsupportedOptionError
+    from lakesink.options import parse
+    with pytest.raises(UnsupportedOptionError, match="read.stream.maxRowsPerTrigger") as info:
+        parse({key: "10"}, ("stream-read",))
+    assert info.value.option == key and isinstance(info.value, ConfigurationError)
+    assert parse({"maxRowsPerTrigger": "10"}, ("stream-read",)) == {"read.stream.maxRowsPerTrigger": 10}
+
+
+def test_batch_time_travel_names_are_refused_on_a_stream_with_its_own_options_named():
+    from lakesink.errors import UnsupportedOptionError
+    from lakesink.options import parse
+    with pytest.raises(UnsupportedOptionError, match="scan.mode=from-snapshot"):
+        parse({"versionAsOf": "3"}, ("stream-read",))
+    with pytest.raises(UnsupportedOptionError, match="scan.mode=from-timestamp"):
+        parse({"timestampAsOf": "2024-05-01"}, ("stream-read",))
+    assert parse({"scan.snapshot-id": "3"}, ("stream-read",)) == {"scan.snapshot-id": 3}
+
+
+def test_the_streaming_reader_refuses_max_files_per_trigger_before_reading(tmp_path):
+    from lakesink.errors import UnsupportedOptionError
+    from lakesink.spark.reader import PaimonStreamReader
+    with pytest.raises(UnsupportedOptionError, match="maxRowsPerTrigger"):
+        PaimonStreamReader(str(tmp_path / "t"), {"maxfilespertrigger": "5"}, None)
+
+
+def test_storage_options_for_the_cli_take_only_storage_keys():
+    from lakesink.options import parse_storage
+    assert parse_storage({"fs.s3.accesskeyid": "k", "s3.endpoint": "http://x", "commit.lock": "file:/l"}) == {
+        "fs.s3.accessKeyId": "k", "s3.endpoint": "http://x", "commit.lock": "file:/l"}
+    with pytest.raises(ConfigurationError, match="'bucket' is not a storage option") as info:
+        parse_storage({"bucket": "4"})
+    assert info.value.option == "bucket"
+    with pytest.raises(InvalidOptionError, match="commit.allow-unsafe-publication"):
+        parse_storage({"commit.allow-unsafe-publication": "perhaps"})
+
+
+# -- commit identity -----------------------------------------------------------------------
+
+def test_a_write_whose_identifier_is_at_or_below_the_last_committed_is_skipped_and_logged(table_path, caplog):
+    import pyarrow as pa
+
+    from lakesink.paimon.sink import BatchWrite
+    from tests.unit.test_maintenance import SCHEMA, Writer
+
+    writer = Writer(table_path, user="nightly")
+    for _ in range(3):
+        writer.commit()  # identifiers 0, 1, 2
+
+    def job(identifier):
+        opts = WriteOptions.parse({"commit.user": "nightly", "commit.identifier": str(identifier)})
+        return BatchWrite.plan(table_path, pa.schema(SCHEMA), opts, "append", "test")
+
+    with caplog.at_level("WARNING", logger="lakesink"):
+        assert job(1).already_committed() and job(2).already_committed()
+        assert not job(3).already_committed()
+    skipped = [r.getMessage() for r in caplog.records if "skipped as a replay" in r.getMessage()]
+    assert len(skipped) == 2 and all(r.levelname == "WARNING" for r in caplog.records if "replay" in r.getMessage())
+    assert "'nightly' has already committed identifier 2 (this write's is 1" in skipped[0]

@@ -93,7 +93,7 @@ class JdbcJob:
             return False
         target = self.target()
         try:
-            return self.committer(target).is_committed(self.identifier)
+            return self.committer(target).skips_as_replay(self.identifier, str(self.table))
         finally:
             target.close()
 

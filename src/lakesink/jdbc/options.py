@@ -1,7 +1,5 @@
-"""Options of the JDBC sink: Spark's JDBC names where Spark has one, lakesink's dotted names otherwise.
-
-Keys are case-insensitive, as Spark's are. Every key, its default and meaning
-is listed in `OPTIONS` (and in docs/jdbc.md).
+"""Options of the JDBC sink, typed: declared in the options registry (scope `jdbc`,
+listed in docs/options.md), checked together here before anything is written.
 """
 
 from __future__ import annotations
@@ -9,35 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..errors import ConfigurationError, InvalidOptionError, UnknownOptionError
+from .. import options as registry
+from ..errors import ConfigurationError, InvalidOptionError
 
-OPTIONS: dict[str, tuple[str | None, str]] = {
-    "url": (None, "postgresql://user@host:5432/db or sqlite:///relative.db / sqlite:////absolute.db "
-                  "(a 'jdbc:' prefix is accepted)."),
-    "dbtable": (None, "Target table, optionally schema-qualified (public.orders); `path` is an alias."),
-    "user": (None, "Database user (overrides the URL's)."),
-    "password": (None, "Database password (overrides the URL's). Never written to durable state."),
-    "batchsize": ("10000", "Rows per executemany call (SQLite) or per COPY chunk (PostgreSQL)."),
-    "isolationLevel": ("READ_COMMITTED", "Isolation of the commit transaction: READ_UNCOMMITTED, "
-                                         "READ_COMMITTED, REPEATABLE_READ or SERIALIZABLE (NONE is refused: "
-                                         "exactly-once needs a transaction)."),
-    "createTableColumnTypes": (None, "Column types used instead of the defaults when lakesink creates the "
-                                     "table, e.g. \"name VARCHAR(64), note TEXT\"."),
-    "createTableOptions": (None, "Text appended to CREATE TABLE when lakesink creates the table."),
-    "connectTimeout": ("10", "Seconds to wait for a PostgreSQL connection (SQLite waits up to 300 s, or this if longer, "
-                             "for its write lock: tasks write one at a time)."),
-    "write.mode": ("append", "append, overwrite (all rows replaced, table kept) or upsert."),
-    "upsert.key": (None, "Comma-separated key columns of an upsert (a unique index on them must exist, or "
-                         "lakesink creates the table with that primary key)."),
-    "commit.user": (None, "Stable commit user; with commit.identifier a re-run of a committed job is skipped."),
-    "commit.identifier": (None, "Increasing integer identifying this job for commit.user."),
-    "staging.schema": ("lakesink", "PostgreSQL schema of lakesink's progress table and staging tables."),
-    "checkpointLocation": (None, "Streaming: the query's checkpoint (needed for exactly-once)."),
-}
-SPARK_SUPPLIED = {"path", "paths", "queryname", "__partition_columns"}
-MODES = ("append", "overwrite", "upsert")
 ISOLATION_LEVELS = ("READ_UNCOMMITTED", "READ_COMMITTED", "REPEATABLE_READ", "SERIALIZABLE")
-MAX_IDENTIFIER = 0x7FFFFFFFFFFFFFFF - 1
 
 
 @dataclass
@@ -60,57 +33,28 @@ class JdbcOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, object]) -> JdbcOptions:
-        known = {k.lower(): k for k in OPTIONS}
+        """Typed options; unknown keys and bad values fail here, naming the key as given."""
+        raw = {str(k): v for k, v in options.items()}
+        typed = registry.parse(raw, ("jdbc",), storage=False)
+        given = {registry.canonical(k, ("jdbc",)): k for k in raw}
         out = cls()
-        for key, raw in options.items():
-            if raw is None:
-                continue
-            value = str(raw)
-            canonical = known.get(key.lower())
-            if canonical == "url":
-                out.url = value.strip()
-            elif canonical == "dbtable" or key.lower() == "path":
-                out.table = value.strip()
-            elif canonical == "user":
-                out.user = value
-            elif canonical == "password":
-                out.password = value
-            elif canonical == "batchsize":
-                out.batch_size = _int(key, value, 1)
-            elif canonical == "isolationLevel":
-                level = value.strip().upper()
-                if level == "NONE":
-                    raise InvalidOptionError(key, value, "a transaction isolation level: exactly-once writes "
-                                             f"commit in one transaction ({', '.join(ISOLATION_LEVELS)})")
-                if level not in ISOLATION_LEVELS:
-                    raise InvalidOptionError(key, value, f"one of {', '.join(ISOLATION_LEVELS)}")
-                out.isolation_level = level
-            elif canonical == "createTableColumnTypes":
-                out.column_types = _column_types(key, value)
-            elif canonical == "createTableOptions":
-                out.create_table_options = value
-            elif canonical == "connectTimeout":
-                out.connect_timeout = _int(key, value, 1)
-            elif canonical == "write.mode":
-                out.mode = value.strip().lower()
-                if out.mode not in MODES:
-                    raise InvalidOptionError(key, value, f"one of {', '.join(MODES)}")
-            elif canonical == "upsert.key":
-                out.key = [c.strip() for c in value.split(",") if c.strip()]
-            elif canonical == "commit.user":
-                if not value.strip():
-                    raise InvalidOptionError(key, value, "a non-empty string")
-                out.commit_user = value.strip()
-            elif canonical == "commit.identifier":
-                out.commit_identifier = _int(key, value, 0, MAX_IDENTIFIER)
-            elif canonical == "staging.schema":
-                out.staging_schema = value.strip()
-            elif canonical == "checkpointLocation":
-                out.checkpoint = value
-            elif key.lower() in SPARK_SUPPLIED:
-                continue
-            else:
-                raise UnknownOptionError(key, list(OPTIONS))
+        out.url = (typed.get("url") or "").strip()
+        out.table = (typed.get("dbtable") or "").strip()
+        out.user = typed.get("user")
+        out.password = typed.get("password")
+        out.batch_size = typed.get("batchsize", out.batch_size)
+        if "isolationLevel" in typed:
+            out.isolation_level = _isolation(given["isolationLevel"], typed["isolationLevel"])
+        if "createTableColumnTypes" in typed:
+            out.column_types = _column_types(given["createTableColumnTypes"], typed["createTableColumnTypes"])
+        out.create_table_options = typed.get("createTableOptions", "")
+        out.connect_timeout = typed.get("connectTimeout", out.connect_timeout)
+        out.mode = typed.get("write.mode", out.mode)
+        out.key = typed.get("upsert.key", [])
+        out.commit_user = typed.get("commit.user")
+        out.commit_identifier = typed.get("commit.identifier")
+        out.staging_schema = typed.get("staging.schema", out.staging_schema)
+        out.checkpoint = typed.get("checkpointLocation")
         return out
 
     def check(self, streaming: bool = False) -> JdbcOptions:
@@ -136,14 +80,14 @@ class JdbcOptions:
         return self
 
 
-def _int(key: str, value: str, minimum: int, maximum: int | None = None) -> int:
-    try:
-        number = int(value.strip())
-    except ValueError:
-        raise InvalidOptionError(key, value, "an integer") from None
-    if number < minimum or (maximum is not None and number > maximum):
-        raise InvalidOptionError(key, value, f"an integer from {minimum}" + (f" to {maximum}" if maximum else ""))
-    return number
+def _isolation(key: str, value: str) -> str:
+    level = value.strip().upper()
+    if level == "NONE":
+        raise InvalidOptionError(key, value, "a transaction isolation level: exactly-once writes "
+                                 f"commit in one transaction ({', '.join(ISOLATION_LEVELS)})")
+    if level not in ISOLATION_LEVELS:
+        raise InvalidOptionError(key, value, f"one of {', '.join(ISOLATION_LEVELS)}")
+    return level
 
 
 def _column_types(key: str, value: str) -> dict[str, str]:

@@ -618,7 +618,7 @@ def clean_catalog_staging(catalog: Catalog, older_than_s: float = 3600.0, dry_ru
             if catalog.is_registered(TableName(database, entry)):
                 if not dry_run:
                     unlink_quietly(os.path.join(full, STAGED_MARKER))
-            elif abandoned(marker, older_than_s):
+            elif abandoned(marker, older_than_s)[0]:
                 removed.append(full)
                 if not dry_run:
                     shutil.rmtree(full, ignore_errors=True)

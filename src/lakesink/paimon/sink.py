@@ -90,7 +90,8 @@ class BatchWrite:
         return Committer(self.target, self.commit_user)
 
     def already_committed(self) -> bool:
-        return not self.anonymous and self.committer().is_committed(self.identifier)
+        """A re-run of a job this identity already committed (logged at WARNING when it is)."""
+        return not self.anonymous and self.committer().skips_as_replay(self.identifier, self.target.describe())
 
     def commit(self, files: Sequence[StagedFile], properties: dict[str, str] | None = None) -> CommitReport:
         try:

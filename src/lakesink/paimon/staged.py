@@ -36,7 +36,7 @@ MARKER_FORMAT = "lakesink.staged-table"
 STAGING_INFIX = ".lakesink-staging-"
 
 
-def local_dir(path: str) -> str:
+def _local(path: str) -> str:
     path = storage.normalize(path)
     if path.startswith("file://"):
         return path[len("file://"):]
@@ -64,7 +64,7 @@ def exchange(a: str, b: str) -> None:
 
 class PaimonStagedTable(StagedTable):
     def __init__(self, path: str, replace: bool = False, if_not_exists: bool = False):
-        self.path = local_dir(path)
+        self.path = _local(path)
         self.replace = replace
         self.if_not_exists = if_not_exists
         parent, name = os.path.split(self.path)
@@ -127,13 +127,8 @@ def clean_staging(directory: str, older_than_s: float = 3600.0, dry_run: bool = 
     holding a STAGED.json marker are considered: never a published table.
     """
     removed = []
-    directory = local_dir(directory)
-    for entry in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
-        full = os.path.join(directory, entry)
-        if not (entry.startswith(".") and STAGING_INFIX in entry and os.path.isdir(full)):
-            continue
-        marker = read_marker(full)
-        if marker is not None and abandoned(marker, older_than_s):
+    for full, marker in staged_tables(directory):
+        if abandoned(marker, older_than_s)[0]:
             removed.append(full)
             if not dry_run:
                 shutil.rmtree(full, ignore_errors=True)
@@ -141,7 +136,8 @@ def clean_staging(directory: str, older_than_s: float = 3600.0, dry_run: bool = 
 
 
 def read_marker(directory: str) -> dict | None:
-    """The STAGED.json marker of a (local) directory, or None when it has none."""
+    """The STAGED.json marker of a (local) directory, or None when it has none (a catalog CTAS
+    keeps it in the table's own directory until its catalog transaction committed)."""
     try:
         with open(os.path.join(directory, MARKER)) as src:
             marker = json.load(src)
@@ -150,11 +146,50 @@ def read_marker(directory: str) -> dict | None:
     return marker if isinstance(marker, dict) and marker.get("format") == MARKER_FORMAT else None
 
 
-def abandoned(marker: dict, older_than_s: float) -> bool:
-    """Its job is gone: its process is dead (same host) or it is older than `older_than_s`."""
-    age = time.time() - float(marker.get("created_at", 0))
-    same_host = marker.get("host") == socket.gethostname()
-    return age > older_than_s or (same_host and not _alive(int(marker.get("pid", -1))))
+def local_dir(path: str) -> str:
+    """The local directory of `path`; object stores are refused (atomic CTAS needs a rename)."""
+    return _local(path)
+
+
+def staged_tables(directory: str, table_name: str | None = None) -> list[tuple[str, dict]]:
+    """(path, marker) of the staged tables under a database directory (of `table_name` only, if given)."""
+    directory = _local(directory)
+    found = []
+    prefix = f".{table_name}{STAGING_INFIX}" if table_name is not None else None
+    for entry in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
+        full = os.path.join(directory, entry)
+        if not (entry.startswith(".") and STAGING_INFIX in entry and os.path.isdir(full)):
+            continue
+        if prefix is not None and not entry.startswith(prefix):
+            continue
+        try:
+            with open(os.path.join(full, MARKER)) as src:
+                marker = json.load(src)
+        except (OSError, ValueError):
+            continue
+        if marker.get("format") == MARKER_FORMAT:
+            found.append((full, marker))
+    return found
+
+
+def abandoned(marker: dict, older_than_s: float, now: float | None = None) -> tuple[bool, str]:
+    """Whether a staged table's job is over, and why (or why it may still run)."""
+    age = (now if now is not None else time.time()) - float(marker.get("created_at", 0))
+    host, pid = marker.get("host"), int(marker.get("pid", -1))
+    if host == socket.gethostname() and not _alive(pid):
+        return True, f"its job's process {pid} on this host is gone"
+    if age > older_than_s:
+        return True, f"started {_age_text(age)} ago, longer than {_age_text(older_than_s)}"
+    where = "on this host" if host == socket.gethostname() else f"on {host}"
+    return False, f"its job (process {pid} {where}) may still run: started {_age_text(age)} ago"
+
+
+def _age_text(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.0f} s"
 
 
 def _alive(pid: int) -> bool:

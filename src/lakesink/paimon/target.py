@@ -210,9 +210,20 @@ class PaimonTarget(CommitTarget[StagedFile]):
         table = self.table()
         if table is not None:
             return table.partition_keys_fields
-        from pypaimon.schema.data_types import PyarrowFieldParser
-        fields = {f.name: f for f in PyarrowFieldParser.to_paimon_schema(self.create.schema)}
+        fields = self._planned_fields()
         return [fields[k] for k in self.create.partition_keys]
+
+    def _key_fields(self):
+        """The file key's fields (primary key minus partition columns): key-value files need them."""
+        table = self.table()
+        if table is not None:
+            return table.trimmed_primary_keys_fields
+        fields = self._planned_fields()
+        return [fields[k] for k in self.create.primary_keys if k not in self.create.partition_keys]
+
+    def _planned_fields(self) -> dict:
+        from pypaimon.schema.data_types import PyarrowFieldParser
+        return {f.name: f for f in PyarrowFieldParser.to_paimon_schema(self.create.schema)}
 
     def encode(self, committable: StagedFile) -> dict:
         message = CommitMessage(partition=committable.partition, bucket=committable.bucket,
@@ -224,6 +235,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
 
     def decode(self, data: dict) -> StagedFile:
         message = deserialize_commit_message(base64.b64decode(data["message"]), self._partition_fields(),
+                                             self._key_fields() or None,
                                              version=int(data["paimon_commit_message_v"]))
         return StagedFile(partition=tuple(message.partition), bucket=message.bucket,
                           meta=message.new_files[0], staged_path=data.get("staged_path"))

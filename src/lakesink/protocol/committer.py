@@ -42,6 +42,17 @@ class Committer(Generic[C]):
         last = self.target.last_committed(self.commit_user)
         return last is not None and last >= identifier
 
+    def skips_as_replay(self, identifier: int, where: str) -> bool:
+        """Whether a job of `identifier` is a replay to skip; says so in the log (WARNING), since
+        the whole job then writes nothing. An identifier at or below the last one committed is."""
+        last = self.target.last_committed(self.commit_user)
+        if last is None or last < identifier:
+            return False
+        log.warning("write to %s skipped as a replay: commit user %r has already committed identifier %d "
+                    "(this write's is %d; an identifier at or below the last committed one is skipped). "
+                    "Nothing was written.", where, self.commit_user, last, identifier)
+        return True
+
     def accept(self, identifier: int, committables: Sequence[C],
                overwrite: Overwrite | None = None,
                properties: dict[str, str] | None = None,

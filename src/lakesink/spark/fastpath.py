@@ -34,7 +34,9 @@ def write(df, path: str, mode: str = "append", *, partition_by: Iterable[str] | 
     >>> report.snapshot_id, report.rows_added                                   # doctest: +SKIP
 
     With `commit_user` and an increasing `commit_identifier` (e.g. a run number) a
-    re-run of a job that already committed commits nothing and writes nothing.
+    re-run of a job that already committed commits nothing and writes nothing: an
+    identifier at or below the last one the user committed is skipped (as Paimon's
+    `filterCommitted`, Delta's `txnAppId`/`txnVersion`), `report.skipped_replay`.
     """
     resolved = resolve_for(df.sparkSession, path, "write")  # a path, or a name through the catalog
     path = resolved.path

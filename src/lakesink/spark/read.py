@@ -34,6 +34,8 @@ def read(spark, path: str, *, snapshot: int | None = None, tag: str | None = Non
     `filter` is a Spark SQL condition (`"dt = '2024-05-01' AND id > 10"`) or a list of
     `(column, op, value)` tuples (ops `= != < <= > >= in not_in is_null is_not_null`).
     Its simple conjuncts prune files; the whole condition is always applied to the rows.
+    `options`: storage options and read options (docs/options.md), Delta's names too:
+    `{"versionAsOf": 3}`, `{"timestampAsOf": "2024-05-01T00:00:00+00:00"}`.
 
     >>> df = lakesink.read(spark, "/data/wh/db.db/orders", filter="dt = '2024-05-01'")   # doctest: +SKIP
     >>> lakesink.read(spark, "/data/wh/db.db/orders", snapshot=42).count()             # doctest: +SKIP
@@ -42,7 +44,7 @@ def read(spark, path: str, *, snapshot: int | None = None, tag: str | None = Non
 
     from ..paimon.tables import arrow_schema
 
-    registry.parse(options or {}, ())  # anything but storage options is an error
+    snapshot, tag, timestamp = _time_travel(options, snapshot, tag, timestamp)
     resolved = resolve_for(spark, path)  # a path, or a name through the session's catalog
     path = resolved.path
     fs_options = registry.storage_options(resolved.with_fs_options(options))
@@ -65,10 +67,26 @@ def read(spark, path: str, *, snapshot: int | None = None, tag: str | None = Non
 def plan(path: str, *, snapshot: int | None = None, tag: str | None = None, timestamp=None,
          filter=None, options: dict | None = None) -> scan.PlannedScan:
     """What `read` would read, without Spark: the snapshot and its pruned splits (files)."""
+    snapshot, tag, timestamp = _time_travel(options, snapshot, tag, timestamp)
     table = scan.open_for_read(path, registry.storage_options(options or {}) or None)
     resolved = scan.resolve_snapshot(table, snapshot=snapshot, tag=tag, timestamp=timestamp)
     _, conjuncts = _filter_parts(filter)
     return scan.plan_snapshot(table, resolved, scan.to_predicate(table, conjuncts))
+
+
+def _time_travel(options: dict | None, snapshot, tag, timestamp):
+    """Snapshot, tag and time from the arguments and the read options (`scan.snapshot-id` /
+    `versionAsOf`, `scan.tag-name`, `scan.timestamp-millis` / `timestampAsOf`); storage options
+    pass, anything else is an error naming it. Giving one both ways is an error too."""
+    opts = registry.parse(options or {}, ("read",))
+    given = {"snapshot": ("scan.snapshot-id", snapshot), "tag": ("scan.tag-name", tag),
+             "timestamp": ("scan.timestamp-millis", timestamp)}
+    out = {}
+    for argument, (key, value) in given.items():
+        if key in opts and value is not None:
+            raise ConfigurationError(f"{argument}= and option {key} (or its alias) both given: give one.")
+        out[argument] = value if value is not None else opts.get(key)
+    return out["snapshot"], out["tag"], out["timestamp"]
 
 
 def _native(spark, path: str, snapshot, fs_options: dict):

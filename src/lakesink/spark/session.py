@@ -37,7 +37,13 @@ def session(app_name: str = "lakesink", master: str | None = None, conf: dict | 
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("LAKESINK_MASTER", "local[2]"))
+    builder = SparkSession.builder.appName(app_name)
+    master = master or os.environ.get("LAKESINK_MASTER")
+    # Under spark-submit (or pyspark's shell) the master is already set: keep it.
+    if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        master = "local[2]"
+    if master is not None:
+        builder = builder.master(master)
     for key, value in {**_DEFAULT_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -8,7 +8,7 @@ table in this process and one run at a time, does, with Paimon's options:
 * partition expiry (`partition.expiration-time`, `partition.timestamp-formatter`,
   `partition.timestamp-pattern`) as an OVERWRITE commit dropping the partitions;
 * snapshot expiry (`snapshot.num-retained.min` 10, `snapshot.num-retained.max`
-  unlimited, `snapshot.time-retained` 1 h, `snapshot.expire.limit` 10 per run);
+  unlimited, `snapshot.time-retained` 1 h, `snapshot.expire.limit` 50 per run);
 * consumer expiry (`consumer.expiration-time`).
 
 A failure is logged and stored in `_lakesink/maintenance-failure.json`; the next
@@ -42,9 +42,13 @@ from .inspect import files, history, verify
 from .metadata import MaintenanceOptions, Metadata, list_tags, live_entries, open_table
 from .orphans import remove_orphans
 from .retention import create_automatic_tags, expire_consumers, expire_partitions, expire_tags_by_time
-from .tags import create_tag, delete_tag, rollback
+from .tags import RollbackPlan, create_tag, delete_tag, plan_rollback, rollback, rollback_with_plan
+from .consumers import ConsumerInfo, clear_consumers, list_consumers, reset_consumer
+from .staging import StagingEntry, clean_staging
 
 __all__ = ["after_commit", "maintain", "maintenance_for", "raise_failure", "record_failure", "ExpiryReport",
            "expire_snapshots", "finish_pending_expiry", "files", "history", "verify", "MaintenanceOptions",
            "Metadata", "list_tags", "live_entries", "open_table", "remove_orphans", "create_automatic_tags",
-           "expire_consumers", "expire_partitions", "expire_tags_by_time", "create_tag", "delete_tag", "rollback"]
+           "expire_consumers", "expire_partitions", "expire_tags_by_time", "create_tag", "delete_tag", "rollback",
+           "RollbackPlan", "plan_rollback", "rollback_with_plan", "ConsumerInfo", "list_consumers",
+           "reset_consumer", "clear_consumers", "StagingEntry", "clean_staging"]

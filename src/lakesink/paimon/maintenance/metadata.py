@@ -66,7 +66,7 @@ class MaintenanceOptions:
 def open_table(path: str, fs_options: dict | None = None):
     table = tables.open_table(path, fs_options)
     if table is None:
-        raise NotAPaimonTableError(f"No Paimon table at {storage.normalize(path)}.")
+        raise NotAPaimonTableError(f"No Paimon table at {storage.normalize(path)}.", table=storage.normalize(path))
     return table
 
 
