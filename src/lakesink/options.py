@@ -13,6 +13,8 @@ Scopes:
   stored in the table;
 * `jdbc`: the database sink (`lakesink.jdbc`, `format("lakesink-jdbc")`):
   Spark's JDBC names where Spark has one, case-insensitive like Spark's.
+* `catalog`: the session's Paimon catalog (`lakesink.session(catalog={...})`),
+  named as Paimon names them; passed to pypaimon's `CatalogFactory` (docs/catalogs.md).
 
 Anything else is an error naming the key (and a close match), so a typo never
 silently does nothing. `docs/options.md` is generated from this registry
@@ -43,6 +45,7 @@ SCOPES = {
     "table": "Paimon table options lakesink honours",
     "storage": "Storage options",
     "jdbc": "Database sink options (`lakesink.jdbc`, `format(\"lakesink-jdbc\")`)",
+    "catalog": "Catalog options (`lakesink.session(catalog={...})`, docs/catalogs.md)",
 }
 
 
@@ -267,6 +270,25 @@ _declare(
            default_text="none"),
     Option("commit.allow-unsafe-publication", "storage", "bool", False, "Use pypaimon's non-atomic "
            "publication on such storages anyway (concurrent commits may be lost)."),
+    # -- catalog -------------------------------------------------------------------
+    Option("metastore", "catalog", "choice", "filesystem", "Where the catalog keeps its tables: "
+           "`filesystem` (the warehouse's directories are the catalog) or `jdbc` (a database through Python "
+           "DB-API drivers: SQLite, PostgreSQL). Paimon's `rest` is not supported yet.",
+           choices=("filesystem", "jdbc")),
+    Option("warehouse", "catalog", "string", None, "Root of the catalog's tables: "
+           "`<warehouse>/<database>.db/<table>`. Required.", default_text="required"),
+    Option("uri", "catalog", "string", None, "`metastore=jdbc`: the database, "
+           "`jdbc:sqlite:/path/catalog.db` or `jdbc:postgresql://host:5432/db`.", default_text="none"),
+    Option("jdbc.user", "catalog", "string", None, "`metastore=jdbc`: the database user.",
+           default_text="none"),
+    Option("jdbc.password", "catalog", "string", None, "`metastore=jdbc`: the user's password (Spark "
+           "redacts it in its UI: the key holds `password`).", default_text="none"),
+    Option("catalog-key", "catalog", "string", "jdbc", "`metastore=jdbc`: the catalog's key in Paimon's "
+           "catalog tables (several catalogs may share one database)."),
+    Option("sync-all-properties", "catalog", "bool", True, "`metastore=jdbc`: also keep each table's "
+           "options in `paimon_table_properties` (Paimon's default)."),
+    Option("name", "catalog", "string", "paimon", "lakesink's own: the catalog's name, the first part of a "
+           "three-part name (`paimon.shop.orders`)."),
 )
 
 _declare(
@@ -300,6 +322,11 @@ _declare(
     Option("staging.schema", "jdbc", "string", "lakesink", "PostgreSQL schema of lakesink's progress, "
            "registry and staging tables."),
 )
+
+# Catalog options passed through as a family (to the database driver, without the prefix).
+CATALOG_FAMILY_PREFIX = "jdbc."
+CATALOG_FAMILY_DOC = ("`metastore=jdbc`: any other connection parameter of the driver (e.g. `jdbc.sslmode`), "
+                      "passed without the prefix. Storage options (`fs.*`, `s3.*`) reach the warehouse's files.")
 
 # Keys of the `fs.*` / `s3.*` family documented as one row.
 STORAGE_FAMILY_DOC = ("File-system options for pypaimon, e.g. `fs.s3.endpoint`, `fs.s3.accessKeyId`, "
@@ -424,6 +451,33 @@ def storage_options(raw: Mapping[str, object]) -> dict[str, str]:
             if v is not None and is_storage_option(str(k))}
 
 
+def catalog_options(raw: Mapping[str, object]) -> dict[str, str]:
+    """Catalog options by canonical key, values checked (bools as `true`/`false`); storage options
+    kept by pypaimon's spelling. An unknown key is an error naming the valid ones."""
+    index = _index(("catalog",))
+    out: dict[str, str] = {}
+    for key, value in raw.items():
+        if value is None:
+            continue
+        key = str(key)
+        canonical = index.get(key.lower())
+        if canonical == "metastore" and str(value).strip().lower() == "rest":
+            raise InvalidOptionError(key, value, "one of filesystem, jdbc (Paimon's REST catalog is not "
+                                     "supported by lakesink yet)")
+        if canonical is not None:
+            typed = REGISTRY[canonical].parse(value, key)
+            out[canonical] = str(typed).lower() if isinstance(typed, bool) else str(typed)
+        elif key.startswith(CATALOG_FAMILY_PREFIX) and len(key) > len(CATALOG_FAMILY_PREFIX):
+            out[key] = str(value)
+        elif is_storage_option(key):
+            out[storage.canonical_key(key)] = str(value)
+        else:
+            keys = [o.key for o in REGISTRY.values() if o.scope == "catalog"]
+            raise UnknownOptionError(key, keys, "catalog", ", ".join(keys) + ", jdbc.*, and storage options "
+                                     "fs.*, s3.* (docs/catalogs.md)")
+    return out
+
+
 def table_value(table_options: Mapping[str, object], key: str):
     """A table option's typed value from a table's options (its default when unset)."""
     opt = REGISTRY[key]
@@ -454,6 +508,9 @@ class WriteOptions:
     fs_options: dict[str, str] = field(default_factory=dict)  # storage access: fs.s3.*, commit.lock, ...
     path: str | None = None
     query_name: str | None = None
+    # A write by name to a table its catalog does not hold yet: the catalog entry that creates and
+    # registers the table when the write is planned (paimon.catalog.CatalogEntry), set by the caller.
+    catalog_entry: object | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, object], scopes: tuple[str, ...] = ("write",)) -> WriteOptions:
@@ -546,6 +603,8 @@ def render_markdown() -> str:
             lines.append(f"| {key} | {_default_text(opt)} | {opt.doc} |")
         if scope == "storage":
             lines.append(f"| `fs.*`, `s3.*` | none | {STORAGE_FAMILY_DOC} |")
+        if scope == "catalog":
+            lines.append(f"| `jdbc.*` | none | {CATALOG_FAMILY_DOC} |")
     lines += ["", "### Names lakesink refuses", "",
               "Spark's, Delta's or Paimon's names for an idea lakesink has differently: given where "
               "listed, they fail with `UnsupportedOptionError` naming lakesink's option.", "",

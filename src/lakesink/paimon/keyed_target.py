@@ -74,6 +74,8 @@ def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions):
         if pa.types.is_nested(schema.field(name).type):
             raise ConfigurationError(f"primary-key column {name!r} has nested type {schema.field(name).type}.")
     target.maintenance = options.maintenance
+    if table is None and options.catalog_entry is not None:
+        options.catalog_entry.create(target)  # a write by name: the table enters its catalog now
     return target, layout, spec, next_sequence
 
 

@@ -180,6 +180,10 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
     spec = TableSpec(table_schema, options.partition_keys, [], table_options)
     target = PaimonTarget(path, create=spec, fs_options=fs_options)
     target.maintenance = options.maintenance
+    if options.catalog_entry is not None:
+        # A write by name to a table its catalog does not hold: created and entered into the
+        # catalog now, as Spark's saveAsTable creates a table before writing into it.
+        options.catalog_entry.create(target)
     return target, TableLayout.for_new_table(table_schema, options.partition_keys)
 
 

@@ -81,6 +81,10 @@ class PaimonStagedTable(StagedTable):
                 self._skipped = True
                 return
             raise TableAlreadyExistsError(f"Table {self.path} already exists; nothing was written.")
+        self.make_staging()
+
+    def make_staging(self) -> None:
+        """The hidden staging directory, with a marker naming its owner (for `clean_staging`)."""
         os.makedirs(self.staging_path)
         with open(os.path.join(self.staging_path, MARKER), "w") as out:
             json.dump({"format": MARKER_FORMAT, "version": 1, "target": self.path, "pid": os.getpid(),
@@ -129,6 +133,22 @@ def clean_staging(directory: str, older_than_s: float = 3600.0, dry_run: bool = 
             if not dry_run:
                 shutil.rmtree(full, ignore_errors=True)
     return removed
+
+
+def read_marker(directory: str) -> dict | None:
+    """The STAGED.json marker of a (local) directory, or None when it has none (a catalog CTAS
+    keeps it in the table's own directory until its catalog transaction committed)."""
+    try:
+        with open(os.path.join(directory, MARKER)) as src:
+            marker = json.load(src)
+    except (OSError, ValueError):
+        return None
+    return marker if isinstance(marker, dict) and marker.get("format") == MARKER_FORMAT else None
+
+
+def local_dir(path: str) -> str:
+    """The local directory of `path`; object stores are refused (atomic CTAS needs a rename)."""
+    return _local(path)
 
 
 def staged_tables(directory: str, table_name: str | None = None) -> list[tuple[str, dict]]:

@@ -29,6 +29,7 @@ POINTS = (
     "mid-rewrite",           # a rewrite of small files has written part of its output
     "after-compact",         # compact snapshot published; coordinator state not yet saved
     "task-staged",           # a JDBC task attempt committed its staging table, has not returned yet
+    "catalog-publish",       # CTAS in a JDBC catalog: row inserted, table moved in place, not committed
 )
 
 

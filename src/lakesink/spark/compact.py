@@ -22,11 +22,13 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ..errors import CommitConflictError, ConfigurationError
 from ..paimon import tables
+from ..paimon.catalog import resolve
 from ..paimon.compaction import PaimonCompactionTarget, SmallFileAggregator, live_files
 from ..paimon.rewrite import rewrite_on_driver
 from ..paimon.target import PaimonTarget
 from ..protocol.aggregator import group_by_key
 from ..protocol.target import CommitReport
+from .catalog import resolve_for
 from .rewrite import rewrite_on_spark
 from .session import is_connect
 
@@ -54,7 +56,9 @@ def compact(spark, path: str, partitions: Sequence[Mapping[str, object]] | None 
     size = _size(target_size)
     if max_attempts < 1:
         raise ConfigurationError(f"max_attempts must be at least 1, got {max_attempts}")
-    target = PaimonTarget(path, fs_options=dict(options) if options else None)
+    resolved = resolve_for(spark, path) if spark is not None else resolve(path, None)
+    fs_options = resolved.with_fs_options(options)
+    target = PaimonTarget(resolved.path, fs_options=fs_options or None)
     table = target.table()
     if table is None:
         raise ConfigurationError(f"Table {target.path} does not exist: nothing to compact.")

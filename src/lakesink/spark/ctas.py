@@ -8,9 +8,10 @@ from collections.abc import Iterable, Mapping
 
 from .. import options as registry
 from ..errors import ConfigurationError
-from ..paimon.staged import PaimonStagedTable
+from ..paimon.catalog_staged import stage_table
 from ..protocol import CommitReport
 from ..protocol.staging import Terminated, run_staged
+from .catalog import resolve_for, session_catalog
 from .fastpath import write as fast_write
 from .session import FORMAT, activate, is_connect
 
@@ -20,7 +21,8 @@ ATOMICITY_OPTION = "ctas.atomicity-enabled"
 def create_table_as(df, path: str, partition_by: Iterable[str] | None = None,
                     options: Mapping[str, object] | None = None, if_not_exists: bool = False,
                     via: str = "fast") -> CommitReport | None:
-    """Create the Paimon table at `path` from `df`; it appears only if the job succeeds.
+    """Create the Paimon table at `path` (or named so in the session's catalog) from `df`; it
+    appears (enters the catalog) only if the job succeeds.
 
     >>> lakesink.create_table_as(df, "/data/wh/db.db/daily", partition_by=["dt"])   # doctest: +SKIP
 
@@ -47,7 +49,11 @@ def _run(df, path, partition_by, options, replace, if_not_exists, via):
         if replace:  # REPLACE TABLE replaces the whole table, whatever the session's overwrite mode
             options["partitionOverwriteMode"] = "static"
         return _write(df, path, partition_by, options, "overwrite" if replace else "append", via)
-    staged = PaimonStagedTable(path, replace=replace, if_not_exists=if_not_exists)
+    resolved = resolve_for(df.sparkSession, path, "create")  # a path, or a name in the session's catalog
+    # By name, the table enters the catalog only at commit (FLIP-305): the catalog's staged table.
+    staged = stage_table(resolved, session_catalog(df.sparkSession) if resolved.name else None,
+                         replace=replace, if_not_exists=if_not_exists)
+    options = resolved.with_fs_options(options)
     # Background maintenance must not touch the staging directory while it is renamed.
     options["maintenance.enabled"] = "false"
 

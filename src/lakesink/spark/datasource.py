@@ -52,44 +52,68 @@ def _write_task(spec: TaskSpec, iterator) -> PaimonCommitMessage:
         raise
 
 
+NO_TABLE = (
+    "No table: use .save(name_or_path) / .load(name_or_path) / .start(name_or_path), or .option('path', ...). "
+    "Spark passes neither the table name nor a location to a Python data source for saveAsTable, "
+    "writeStream.toTable or a catalog table (CREATE TABLE ... USING paimon): write "
+    "df.write.format('paimon').save('shop.orders') or lakesink.write(df, 'shop.orders'), stream with "
+    ".start('shop.orders') or lakesink.stream(...), and run SQL with lakesink.sql(spark, ...) "
+    "(docs/catalogs.md).")
+
+
 class PaimonDataSource(DataSource):
-    """`spark.read/write/readStream/writeStream.format("paimon")` over a Paimon table path."""
+    """`spark.read/write/readStream/writeStream.format("paimon")` over a Paimon table path or name.
+
+    A name resolves through the catalog options `lakesink.register` baked into the class
+    (Spark gives a Python data source no session conf).
+    """
+
+    catalog_options: dict | None = None
 
     @classmethod
     def name(cls) -> str:
         return "paimon"
 
-    def _path(self) -> str:
+    def _resolve(self, purpose: str = "read"):
+        from ..paimon.catalog import open_catalog, resolve
         path = self.options.get("path")
         if not path:
-            raise ConfigurationError(
-                "No table path: use .save(path) / .load(path) / .start(path), or .option('path', ...). "
-                "In SQL, Spark passes neither LOCATION nor OPTIONS of a catalog table (CREATE TABLE ... "
-                "USING paimon) to a Python data source: use CREATE TEMPORARY VIEW v USING paimon "
-                "OPTIONS (path '...') and INSERT INTO / INSERT OVERWRITE v.")
-        return path
+            raise ConfigurationError(NO_TABLE)
+        catalog = open_catalog(self.catalog_options) if self.catalog_options else None
+        return resolve(path, catalog, purpose)
+
+    def _path(self) -> str:
+        return self._resolve().path
+
+    def _options(self, resolved) -> dict:
+        return resolved.with_fs_options(self.options)
 
     def schema(self):
         from ..paimon.tables import arrow_schema, open_table
         from pyspark.sql.pandas.types import from_arrow_schema
-        table = open_table(self._path(), registry.storage_options(self.options) or None)
+        resolved = self._resolve()
+        table = open_table(resolved.path, registry.storage_options(self._options(resolved)) or None)
         if table is None:
-            raise ConfigurationError(f"Table {self._path()} does not exist.")
+            raise ConfigurationError(f"Table {resolved} does not exist.")
         return from_arrow_schema(arrow_schema(table))
 
     def writer(self, schema, overwrite: bool):
-        return PaimonBatchWriter(self._path(), dict(self.options), schema, overwrite)
+        resolved = self._resolve("write")
+        return PaimonBatchWriter(resolved.path, self._options(resolved), schema, overwrite, resolved.entry)
 
     def streamWriter(self, schema, overwrite: bool):
-        return PaimonStreamWriter(self._path(), dict(self.options), schema, overwrite)
+        resolved = self._resolve("write")
+        return PaimonStreamWriter(resolved.path, self._options(resolved), schema, overwrite, resolved.entry)
 
     def reader(self, schema):
         from .reader import PaimonBatchReader
-        return PaimonBatchReader(self._path(), dict(self.options), schema)
+        resolved = self._resolve()
+        return PaimonBatchReader(resolved.path, self._options(resolved), schema)
 
     def streamReader(self, schema):
         from .reader import PaimonStreamReader
-        return PaimonStreamReader(self._path(), dict(self.options), schema)
+        resolved = self._resolve()
+        return PaimonStreamReader(resolved.path, self._options(resolved), schema)
 
 
 class LakesinkPaimonDataSource(PaimonDataSource):
@@ -101,9 +125,10 @@ class LakesinkPaimonDataSource(PaimonDataSource):
 
 
 class PaimonBatchWriter(DataSourceArrowWriter):
-    def __init__(self, path: str, options: dict, schema, overwrite: bool):
+    def __init__(self, path: str, options: dict, schema, overwrite: bool, catalog_entry=None):
         from ..paimon.sink import BatchWrite
         opts = WriteOptions.parse(options)
+        opts.catalog_entry = catalog_entry  # a new table by name: created (in its catalog) when planned
         self.job = BatchWrite.plan(path, spark_to_arrow(schema), opts,
                                    "overwrite" if overwrite else "append", PATH_NAME)
         self.spec = TaskSpec(self.job.staging_dir, self.job.layout, self.job.compression,
@@ -134,9 +159,10 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
     (`spark.committer_service`), which commits it while the next batch runs.
     """
 
-    def __init__(self, path: str, options: dict, schema, overwrite: bool):
+    def __init__(self, path: str, options: dict, schema, overwrite: bool, catalog_entry=None):
         from ..paimon.stream import StreamSink
         opts = WriteOptions.parse(options)
+        opts.catalog_entry = catalog_entry
         if overwrite:
             raise ConfigurationError(
                 "Output mode 'complete' is not supported by the paimon sink: use outputMode('append').")

@@ -16,6 +16,7 @@ from ..options import WriteOptions
 from ..paimon.sink import BatchWrite
 from ..protocol import CommitReport, crashpoints
 from .arrow import spark_to_arrow
+from .catalog import resolve_for
 from .output import check_spark_can_write, ensure_micros_timestamps, list_parquet_files
 from .rewrite import distributed
 
@@ -26,7 +27,8 @@ _HIDDEN = "lakesink_partition_{}"
 def write(df, path: str, mode: str = "append", *, partition_by: Iterable[str] | None = None,
           options: Mapping[str, object] | None = None, commit_user: str | None = None,
           commit_identifier: int | None = None, primary_key: Iterable[str] | None = None) -> CommitReport:
-    """Write `df` into the Paimon table at `path` as one snapshot; create the table if missing.
+    """Write `df` into the Paimon table at `path` (or named so in the session's catalog) as one
+    snapshot; create the table if missing (by name: in the catalog).
 
     >>> report = lakesink.write(df, "/data/wh/db.db/orders", mode="append")   # doctest: +SKIP
     >>> report.snapshot_id, report.rows_added                                   # doctest: +SKIP
@@ -36,7 +38,11 @@ def write(df, path: str, mode: str = "append", *, partition_by: Iterable[str] | 
     identifier at or below the last one the user committed is skipped (as Paimon's
     `filterCommitted`, Delta's `txnAppId`/`txnVersion`), `report.skipped_replay`.
     """
-    opts = WriteOptions.parse(_merge(options, partition_by, commit_user, commit_identifier, primary_key))
+    resolved = resolve_for(df.sparkSession, path, "write")  # a path, or a name through the catalog
+    path = resolved.path
+    opts = WriteOptions.parse(_merge(resolved.with_fs_options(options), partition_by, commit_user,
+                                     commit_identifier, primary_key))
+    opts.catalog_entry = resolved.entry  # a new table by name: created in its catalog when planned
     from ..paimon.keyed_target import wants_keyed
     if wants_keyed(path, opts):  # primary-key and fixed-bucket tables: spark.keyed_write
         from .keyed_write import write_keyed

@@ -21,6 +21,7 @@ from .. import options as registry
 from ..errors import ConfigurationError
 from ..paimon import scan
 from ..filters import Filter
+from .catalog import resolve_for
 from .session import FORMAT, activate
 
 log = logging.getLogger(__name__)
@@ -43,8 +44,10 @@ def read(spark, path: str, *, snapshot: int | None = None, tag: str | None = Non
 
     from ..paimon.tables import arrow_schema
 
-    fs_options = registry.storage_options(options or {})
     snapshot, tag, timestamp = _time_travel(options, snapshot, tag, timestamp)
+    resolved = resolve_for(spark, path)  # a path, or a name through the session's catalog
+    path = resolved.path
+    fs_options = registry.storage_options(resolved.with_fs_options(options))
     table = scan.open_for_read(path, fs_options or None)
     resolved = scan.resolve_snapshot(table, snapshot=snapshot, tag=tag, timestamp=timestamp)
     schema = from_arrow_schema(arrow_schema(table))
@@ -110,6 +113,9 @@ def read_stream(spark, path: str, *, consumer_id: str | None = None, starting="l
 
     >>> sdf = lakesink.read_stream(spark, "/data/wh/db.db/bronze", consumer_id="silver")   # doctest: +SKIP
     """
+    resolved = resolve_for(spark, path)  # checked now, not when the query plans its first batch
+    path = resolved.path
+    options = resolved.with_fs_options(options)
     activate(spark)
     reader = spark.readStream.format(FORMAT)
     for key, value in stream_options(starting, consumer_id, read_overwrite).items():

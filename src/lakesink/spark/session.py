@@ -22,8 +22,11 @@ _DEFAULT_CONF = {
 }
 
 
-def session(app_name: str = "lakesink", master: str | None = None, conf: dict | None = None):
+def session(app_name: str = "lakesink", master: str | None = None, conf: dict | None = None,
+            catalog: dict | None = None):
     """Get or create a SparkSession (local[2] by default) with the `paimon` data source registered.
+
+    `catalog`: the session's Paimon catalog (see `register`).
 
     >>> spark = lakesink.session()
     >>> spark.range(3).write.format("paimon").save("/tmp/wh/db.db/t")   # doctest: +SKIP
@@ -44,11 +47,11 @@ def session(app_name: str = "lakesink", master: str | None = None, conf: dict | 
     for key, value in {**_DEFAULT_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    register(spark)
+    register(spark, catalog)
     return spark
 
 
-def register(spark) -> bool:
+def register(spark, catalog: dict | None = None) -> bool:
     """Register lakesink's data source on an existing session; True if `paimon` is lakesink's.
 
     `format("lakesink-paimon")` always reaches lakesink. `format("paimon")` does too,
@@ -56,14 +59,25 @@ def register(spark) -> bool:
     connector on the classpath): Spark then refuses a second `paimon`, and lakesink
     leaves that name to it rather than failing the whole set-up.
     Also call it in each new Python thread that uses `format(...)`: see `activate`.
+
+    `catalog`: Paimon catalog options to keep on the session (`{}` removes them; None keeps
+    what the session has, e.g. from `--conf spark.lakesink.catalog.warehouse=...`). The data
+    source is registered with them: Spark hands it no session conf.
     """
+    from ..paimon.catalog import CatalogConfig
+    from .catalog import catalog_options, set_catalog, with_catalog
     from .jdbc_datasource import JdbcDataSource
     from .datasource import LakesinkPaimonDataSource, PaimonDataSource
 
-    spark.dataSource.register(LakesinkPaimonDataSource)
+    if catalog is not None:
+        set_catalog(spark, catalog)
+    options = catalog_options(spark)
+    if options:
+        CatalogConfig.parse(options)  # options set with --conf are checked here, not at the first write
+    spark.dataSource.register(with_catalog(LakesinkPaimonDataSource, options))
     spark.dataSource.register(JdbcDataSource)  # format("lakesink-jdbc")
     try:
-        spark.dataSource.register(PaimonDataSource)
+        spark.dataSource.register(with_catalog(PaimonDataSource, options))
         owned = True
     except Exception as exc:  # noqa: BLE001 - Spark raises AnalysisException (also over Connect)
         if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):

@@ -18,6 +18,7 @@ from ..paimon.sink import describe_files
 from ..paimon.stream import StreamSink
 from ..protocol import PipelinedCommitter, crashpoints
 from .arrow import spark_to_arrow
+from .catalog import resolve_for
 from .checkpoint import query_id
 from .fastpath import write_staged
 from .keyed import translate_error
@@ -106,11 +107,14 @@ def stream(df, path: str, checkpoint: str, trigger: str | None = None, *,
     if not df.isStreaming:
         raise ConfigurationError("lakesink.stream needs a streaming DataFrame (spark.readStream...); "
                                  "use lakesink.write for a batch DataFrame.")
-    merged = dict(options or {})
+    resolved = resolve_for(df.sparkSession, path, "write")  # a path, or a name through the catalog
+    path = resolved.path
+    merged = resolved.with_fs_options(options)
     merged.setdefault("commit.mode", commit_mode)
     if partition_by:
         merged["partition"] = ",".join(partition_by)
     opts = WriteOptions.parse(merged)
+    opts.catalog_entry = resolved.entry
     trigger_args = parse_trigger(trigger) if trigger is not None else None  # checked before anything is written
     sink = StreamSink(path, checkpoint, spark_to_arrow(df.schema), opts, PATH_NAME,
                       query_id(checkpoint, opts.fs_options))

@@ -1,0 +1,632 @@
+"""Tables by name: pypaimon's catalogs (filesystem, JDBC) and the one rule from a name to a table.
+
+The rule (docs/catalogs.md), the same for every entry point:
+
+* a string holding `/` or `\\` is a **path**, with or without a catalog
+  (`./orders` for a relative one);
+* any other string is a **name**: `database.table`, `table` (database
+  `default`) or `<catalog name>.database.table`, with backquotes around parts
+  holding dots; it resolves through the session's catalog to the table's
+  location, `<warehouse>/<database>.db/<table>` (pypaimon's `get_table_path`);
+* a name that is also a relative path holding a Paimon table is refused
+  (`AmbiguousTableNameError`): write `./name` for the path.
+
+What a name's table *is* comes from the catalog: in a filesystem catalog the
+directory; in a JDBC catalog the row of Paimon's `paimon_tables` table, which
+must agree with the storage (a row without a table, or a table without a row,
+is a `CatalogInconsistencyError`, never guessed at).
+
+pypaimon does the catalog work (opening, listing, creating databases,
+dropping). lakesink adds what pypaimon's JDBC catalog cannot do safely: it
+registers a table lakesink has created with one INSERT that tolerates a
+concurrent registration (pypaimon's `create_table` deletes the table directory
+when its INSERT fails, which under a race is the winner's table), and it
+publishes staged CREATE TABLE AS (catalog_staged.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from .. import options as registry
+from .. import storage
+from ..errors import (AmbiguousTableNameError, CatalogInconsistencyError, CommitStateUnknownError,
+                      ConfigurationError, DatabaseConnectionError, DatabaseNotFoundError,
+                      NotAPaimonTableError, TableNotFoundError)
+from . import tables
+from .staged import MARKER as STAGED_MARKER
+from .staged import STAGING_INFIX, abandoned, clean_staging, local_dir, read_marker
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DATABASE = "default"
+JDBC_SCHEMES = ("jdbc:sqlite:", "jdbc:postgresql:", "jdbc:mysql:")
+PURPOSES = ("read", "write", "create", "drop", "locate")
+
+
+def is_path(text: str) -> bool:
+    """The first step of the rule: anything holding a path separator is a path."""
+    return "/" in text or "\\" in text
+
+
+# ------------------------------------------------------------------ configuration
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    """Checked catalog options (hashable, picklable: tasks and commit processes carry it)."""
+
+    items: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, object]) -> CatalogConfig:
+        opts = registry.catalog_options(raw)
+        if not opts.get("warehouse"):
+            raise ConfigurationError("Catalog option 'warehouse' is required: the root of the catalog's tables, "
+                                     "e.g. {'warehouse': '/data/wh'}.", option="warehouse")
+        metastore = opts.get("metastore", "filesystem")
+        jdbc_keys = sorted(k for k in opts if k == "uri" or k.startswith(registry.CATALOG_FAMILY_PREFIX)
+                           or k in ("catalog-key", "sync-all-properties"))
+        if metastore == "filesystem" and jdbc_keys:
+            raise ConfigurationError(
+                f"Catalog option(s) {', '.join(jdbc_keys)} belong to a JDBC catalog, but metastore is "
+                "'filesystem': add 'metastore': 'jdbc'.", option=jdbc_keys[0])
+        if metastore == "jdbc":
+            uri = opts.get("uri")
+            if not uri:
+                raise ConfigurationError("A JDBC catalog needs option 'uri', e.g. 'jdbc:sqlite:/data/wh/catalog.db' "
+                                         "or 'jdbc:postgresql://host:5432/db'.", option="uri")
+            if not uri.startswith(JDBC_SCHEMES):
+                raise ConfigurationError(f"Catalog option 'uri' has invalid value {uri!r}: expected a "
+                                         f"{', '.join(s + '...' for s in JDBC_SCHEMES)} URI.", option="uri")
+        opts["warehouse"] = storage.normalize(opts["warehouse"])
+        return cls(tuple(sorted(opts.items())))
+
+    @property
+    def options(self) -> dict[str, str]:
+        return dict(self.items)
+
+    @property
+    def metastore(self) -> str:
+        return self.options.get("metastore", "filesystem")
+
+    @property
+    def name(self) -> str:
+        return self.options.get("name", registry.option("name").default)
+
+    @property
+    def warehouse(self) -> str:
+        return self.options["warehouse"]
+
+    @property
+    def fs_options(self) -> dict[str, str]:
+        """The storage options among the catalog's: how to reach the warehouse's files."""
+        return {k: v for k, v in self.items if registry.is_storage_option(k)}
+
+    def pypaimon_options(self) -> dict[str, str]:
+        return {k: v for k, v in self.items if k != "name"}
+
+    def describe(self) -> str:
+        """For messages: never the password."""
+        where = self.options.get("uri") if self.metastore == "jdbc" else None
+        return f"{self.metastore} catalog {self.name!r}" + (f" ({where})" if where else "") + \
+            f", warehouse {self.warehouse}"
+
+
+# ------------------------------------------------------------------ opening
+
+_open: dict[CatalogConfig, Catalog] = {}
+_open_lock = threading.Lock()
+_open_pid = os.getpid()
+
+
+def open_catalog(config: CatalogConfig | Mapping[str, object]) -> Catalog:
+    """The catalog for these options, opened once per process (a JDBC catalog holds a connection)."""
+    global _open_pid
+    if not isinstance(config, CatalogConfig):
+        config = CatalogConfig.parse(config)
+    with _open_lock:
+        if _open_pid != os.getpid():  # a forked child must not share its parent's connections
+            _open.clear()
+            _open_pid = os.getpid()
+        catalog = _open.get(config)
+        if catalog is None:
+            catalog = Catalog(config)
+            _open[config] = catalog
+        return catalog
+
+
+def connect(config: CatalogConfig):
+    """A new pypaimon catalog (for a JDBC catalog: a connection of its own). Unreachable → a
+    `DatabaseConnectionError` naming the database, never its password."""
+    from pypaimon import CatalogFactory
+    try:
+        return CatalogFactory.create(config.pypaimon_options())
+    except ImportError as exc:
+        raise ConfigurationError(f"{config.describe()}: {exc} (pip install 'lakesink[postgres]' for "
+                                 "PostgreSQL).") from exc
+    except Exception as exc:  # noqa: BLE001 - DB-API drivers raise their own error classes
+        if config.metastore == "jdbc":
+            raise DatabaseConnectionError(f"Cannot reach the catalog database of the {config.describe()}: "
+                                          f"{_first_line(exc)}. Nothing was changed.") from exc
+        raise ConfigurationError(f"Cannot open the {config.describe()}: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+# ------------------------------------------------------------------ resolution
+
+@dataclass(frozen=True)
+class TableName:
+    database: str
+    table: str
+
+    def __str__(self) -> str:
+        return f"{self.database}.{self.table}"
+
+    def identifier(self):
+        from pypaimon.common.identifier import Identifier
+        return Identifier.create(self.database, self.table)
+
+
+@dataclass(frozen=True)
+class ResolvedTable:
+    """Where a path or name leads. `name`/`catalog` are None for a path (paths never touch a catalog)."""
+
+    path: str
+    name: TableName | None = None
+    exists: bool | None = None         # None: a path, not looked at
+    fs_options: dict = field(default_factory=dict)
+    catalog: CatalogConfig | None = None
+
+    @property
+    def entry(self) -> CatalogEntry | None:
+        """For a write by name to a table the catalog does not hold: how to create it."""
+        if self.name is None or self.exists or self.catalog is None:
+            return None
+        return CatalogEntry(self.catalog, self.name, self.path)
+
+    def with_fs_options(self, options: Mapping[str, object] | None) -> dict:
+        """The caller's options over the catalog's storage options (credentials given once)."""
+        return {**self.fs_options, **dict(options or {})}
+
+    def __str__(self) -> str:
+        return str(self.name) if self.name is not None else self.path
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """Creates a named table at first write: lakesink's own create at the catalog's location, then
+    the catalog's registration. Picklable: it rides in `WriteOptions.catalog_entry`."""
+
+    catalog: CatalogConfig
+    name: TableName
+    path: str
+
+    def create(self, target) -> None:
+        """`target`: the planned `PaimonTarget` (its `create` spec is the table lakesink makes)."""
+        table = target.table_or_create()  # a concurrent creator's table is used if it fits
+        open_catalog(self.catalog).register(self.name, table.table_schema)
+
+
+def resolve(text: str, catalog: Catalog | None, purpose: str = "read") -> ResolvedTable:
+    """The one rule from a path or name to a table (docs/catalogs.md).
+
+    `purpose`: "read" (the table must exist), "write" (may be missing: it is created by name, in an
+    existing database), "create" (CREATE TABLE AS: may exist, in an existing database), "drop" (a
+    catalog entry without files is not an error), "locate" (only where it is, and whether it exists).
+    """
+    text = str(text)
+    if not text.strip():
+        raise ConfigurationError("An empty table path or name.")
+    if is_path(text):
+        return ResolvedTable(storage.normalize(text))
+    if catalog is None:
+        raise ConfigurationError(
+            f"{text!r} is a table name (it holds no '/'), but this session has no catalog. Set one with "
+            "lakesink.session(catalog={'warehouse': '/data/wh'}) (or lakesink.register(spark, catalog=...)), "
+            f"or give a path: './{text}' for a relative one.", table=text)
+    return catalog.resolve(text, purpose)
+
+
+# ------------------------------------------------------------------ the catalog
+
+class Catalog:
+    """A Paimon catalog: pypaimon's, with lakesink's name rule and checks on top.
+
+    >>> cat = lakesink.catalog(spark)                      # doctest: +SKIP
+    >>> cat.create_database("shop"); cat.list_tables("shop")  # doctest: +SKIP
+    """
+
+    def __init__(self, config: CatalogConfig):
+        self.config = config
+        self._lock = threading.RLock()  # one connection, used by one thread at a time
+        self._paimon = connect(config)
+
+    # -- what it is ----------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def metastore(self) -> str:
+        return self.config.metastore
+
+    @property
+    def warehouse(self) -> str:
+        return self.config.warehouse
+
+    @property
+    def is_jdbc(self) -> bool:
+        return self.metastore == "jdbc"
+
+    def __repr__(self) -> str:
+        return f"<lakesink catalog: {self.config.describe()}>"
+
+    def _call(self, method: str, *args):
+        """pypaimon's `method` under the lock. JDBC: its implicit read transaction is ended (no
+        connection idles in a transaction); a dropped connection is opened again once; a database
+        error becomes a `DatabaseConnectionError`."""
+        with self._lock:
+            for attempt in (1, 2):
+                try:
+                    return getattr(self._paimon, method)(*args)
+                except Exception as exc:
+                    if not (self.is_jdbc and _is_driver_error(exc)):
+                        raise
+                    self._rollback()
+                    if attempt == 1 and _connection_lost(self._paimon):
+                        log.info("catalog connection lost (%s): reconnecting", _first_line(exc))
+                        self._paimon = connect(self.config)
+                        continue
+                    raise DatabaseConnectionError(f"The catalog database of the {self.config.describe()} "
+                                                  f"failed: {_first_line(exc)}") from exc
+                finally:
+                    if self.is_jdbc:
+                        self._rollback()
+
+    def _rollback(self) -> None:
+        try:
+            self._paimon.connection.connection.rollback()
+        except Exception:  # noqa: BLE001 - a broken connection: nothing to roll back
+            pass
+
+    # -- names ---------------------------------------------------------------
+    def parse_name(self, text: str) -> TableName:
+        parts = _split_name(text)
+        if len(parts) == 3:
+            if parts[0] != self.name:
+                raise ConfigurationError(
+                    f"{text!r} names catalog {parts[0]!r}, but this session's catalog is {self.name!r} "
+                    "(catalog option 'name').", table=text)
+            parts = parts[1:]
+        if len(parts) == 1:
+            parts = [DEFAULT_DATABASE, parts[0]]
+        if len(parts) != 2 or not all(parts):
+            raise ConfigurationError(
+                f"{text!r} is not a table name: expected 'database.table', 'table' or "
+                f"'{self.name}.database.table' (backquote parts holding dots), or a path holding '/'.",
+                table=text)
+        return TableName(parts[0], parts[1])
+
+    def table_path(self, name: TableName) -> str:
+        return storage.normalize(self._paimon.get_table_path(name.identifier()))
+
+    def database_path(self, database: str) -> str:
+        return storage.normalize(self._paimon.get_database_path(database))
+
+    def resolve(self, text: str, purpose: str = "read") -> ResolvedTable:
+        if purpose not in PURPOSES:
+            raise ValueError(purpose)
+        if is_path(text):
+            return ResolvedTable(storage.normalize(text))
+        name = self.parse_name(text)
+        if _local_table(text):
+            raise AmbiguousTableNameError(
+                f"{text!r} is both a table name in the {self.config.describe()} and a Paimon table in the "
+                f"working directory ({os.path.abspath(text)}). Write './{text}' for the directory, or "
+                f"'{name}' after moving it away. Nothing was read or written.", table=text)
+        path = self.table_path(name)
+        exists = self._exists(name, path, purpose)
+        if not exists and purpose != "locate":
+            if not self.database_exists(name.database):
+                raise DatabaseNotFoundError(
+                    f"Database {name.database!r} does not exist in the {self.config.describe()}: create it "
+                    f"with lakesink.catalog(spark).create_database({name.database!r}). Nothing was changed.",
+                    table=str(name))
+            if purpose == "read":
+                raise TableNotFoundError(
+                    f"Table {name} does not exist in the {self.config.describe()} (its tables: "
+                    f"{', '.join(self.list_tables(name.database)) or 'none'}).", table=str(name))
+        return ResolvedTable(path, name, exists, self.config.fs_options, self.config)
+
+    def _exists(self, name: TableName, path: str, purpose: str) -> bool:
+        """Whether the catalog holds the table, checked against the storage."""
+        fs = self.config.fs_options or None
+        try:
+            on_storage = tables.open_table(path, fs) is not None
+        except NotAPaimonTableError as exc:
+            raise CatalogInconsistencyError(f"Table {name} of the {self.config.describe()}: {exc}",
+                                            table=str(name)) from exc
+        if not self.is_jdbc:
+            return on_storage  # the directory is the catalog
+        registered = self.is_registered(name)
+        if registered and not on_storage and purpose != "drop":
+            raise CatalogInconsistencyError(
+                f"Table {name} is in the {self.config.describe()} but there is no table at {path}. Restore "
+                f"its files, or remove the entry with lakesink.catalog(spark).drop_table('{name}'). "
+                "Nothing was changed.", table=str(name))
+        if on_storage and not registered:
+            if storage.file_io(path, fs).exists(f"{path}/{STAGED_MARKER}"):
+                if purpose == "create":
+                    return False  # a new CREATE TABLE AS clears it once it holds the table's row
+                raise CatalogInconsistencyError(
+                    f"{path} was left by an interrupted CREATE TABLE AS of {name} (it never reached the "
+                    f"catalog): lakesink.catalog(spark).clean_staging() removes it. Nothing was changed.",
+                    table=str(name))
+            raise CatalogInconsistencyError(
+                f"There is a Paimon table at {path} but the {self.config.describe()} has no entry for {name}. "
+                f"Register it with lakesink.catalog(spark).register_table('{name}'), or move it away. "
+                "Nothing was changed.", table=str(name))
+        return registered
+
+    def is_registered(self, name: TableName, paimon=None) -> bool:
+        """JDBC: the table's row exists. Filesystem: the table's directory holds a table."""
+        if not self.is_jdbc:
+            return tables.open_table(self.table_path(name), self.config.fs_options or None) is not None
+        if paimon is not None:
+            return paimon._table_exists(name.identifier())
+        return self._call("_table_exists", name.identifier())
+
+    # -- databases -----------------------------------------------------------
+    def list_databases(self) -> list[str]:
+        if not self.is_jdbc and not storage.file_io(self.warehouse, self.config.fs_options or None).exists(
+                self.warehouse):
+            return []
+        return self._call("list_databases")
+
+    def database_exists(self, database: str) -> bool:
+        from pypaimon.catalog.catalog_exception import DatabaseNotExistException
+        try:
+            self._call("get_database", database)
+            return True
+        except DatabaseNotExistException:
+            return False
+
+    def create_database(self, database: str, if_not_exists: bool = True) -> None:
+        self._call("create_database", database, if_not_exists)
+
+    def drop_database(self, database: str, cascade: bool = False, if_exists: bool = False) -> None:
+        """Drop a database; `cascade=True` drops its tables (and their files) first."""
+        from pypaimon.catalog.catalog_exception import DatabaseNotExistException
+        try:
+            self._call("drop_database", database, if_exists, cascade)
+        except DatabaseNotExistException:
+            raise DatabaseNotFoundError(f"Database {database!r} does not exist in the "
+                                        f"{self.config.describe()}.") from None
+        except ValueError as exc:  # pypaimon: not empty
+            raise ConfigurationError(f"{exc} Nothing was dropped.") from None
+
+    # -- tables --------------------------------------------------------------
+    def list_tables(self, database: str) -> list[str]:
+        from pypaimon.catalog.catalog_exception import DatabaseNotExistException
+        try:
+            return self._call("list_tables", database)
+        except DatabaseNotExistException:
+            raise DatabaseNotFoundError(f"Database {database!r} does not exist in the "
+                                        f"{self.config.describe()}.") from None
+
+    def table_exists(self, name: str) -> bool:
+        """Whether the catalog holds the table (a disagreement with the storage is an error)."""
+        return bool(self.resolve(name, "locate").exists)
+
+    def location(self, name: str) -> str:
+        """The table's directory (whether or not it exists yet)."""
+        return self.table_path(self.parse_name(name))
+
+    def drop_table(self, name: str, if_exists: bool = False) -> bool:
+        """Remove the table from the catalog and delete its files. Also removes a JDBC entry whose
+        files are gone. Returns whether something was dropped."""
+        parsed = self.parse_name(name)
+        resolved = self.resolve(name, "drop")
+        if not resolved.exists:
+            if if_exists:
+                return False
+            raise TableNotFoundError(f"Table {parsed} does not exist in the {self.config.describe()}.",
+                                     table=str(parsed))
+        self._call("drop_table", parsed.identifier(), False)
+        return True
+
+    def register_table(self, name: str) -> None:
+        """Enter a table that exists on storage at its catalog location into a JDBC catalog."""
+        parsed = self.parse_name(name)
+        if not self.is_jdbc:
+            raise ConfigurationError("A filesystem catalog needs no registration: its tables are the "
+                                     "directories of its warehouse.")
+        path = self.table_path(parsed)
+        table = tables.open_table(path, self.config.fs_options or None)
+        if table is None:
+            raise TableNotFoundError(f"There is no table at {path} to register as {parsed}.", table=str(parsed))
+        if not self.database_exists(parsed.database):
+            self.create_database(parsed.database)
+        if not self.register(parsed, table.table_schema):
+            raise CatalogInconsistencyError(f"{parsed} is already in the {self.config.describe()}.",
+                                            table=str(parsed))
+
+    def register(self, name: TableName, schema) -> bool:
+        """JDBC: insert the table's row (and properties) in one transaction; False when another writer
+        registered it first (nothing done). Filesystem: nothing to do."""
+        if not self.is_jdbc:
+            return True
+        with self._lock:
+            return insert_entry(self._paimon, name, schema, self.config)
+
+    def open(self, name: str):
+        """The table as a pypaimon `FileStoreTable` (through the checks of `resolve`)."""
+        resolved = self.resolve(name, "read")
+        return tables.open_table(resolved.path, resolved.fs_options or None)
+
+    def clean_staging(self, older_than_s: float = 3600.0, dry_run: bool = False) -> list[str]:
+        """Remove what interrupted CREATE TABLE AS jobs left in the catalog's databases (staged
+        tables, and JDBC publications that never reached the catalog). Returns what was removed."""
+        return clean_catalog_staging(self, older_than_s, dry_run)
+
+
+def _split_name(text: str) -> list[str]:
+    """`a.b.c` → [a, b, c]; backquoted parts may hold dots (``a.`b.c` `` → [a, b.c])."""
+    parts, current, quoted, i = [], "", False, 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "`":
+            if quoted and i + 1 < len(text) and text[i + 1] == "`":
+                current += "`"
+                i += 2
+                continue
+            quoted = not quoted
+        elif ch == "." and not quoted:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += ch
+        i += 1
+    if quoted:
+        raise ConfigurationError(f"{text!r}: unbalanced backquote in a table name.", table=text)
+    parts.append(current.strip())
+    return parts
+
+
+def _local_table(text: str) -> bool:
+    """A relative path of that spelling holds a Paimon table (the ambiguity the rule refuses)."""
+    return os.path.isdir(os.path.join(text, "schema"))
+
+
+def _connection_lost(paimon) -> bool:
+    """The DB-API connection under a pypaimon JDBC catalog is closed or broken."""
+    conn = paimon.connection.connection
+    closed = getattr(conn, "closed", False)  # psycopg: True / non-zero once closed or broken
+    if closed:
+        return True
+    try:
+        conn.cursor().close()  # sqlite3: ProgrammingError on a closed connection
+        return False
+    except Exception:  # noqa: BLE001
+        return True
+
+
+def _is_driver_error(exc: BaseException) -> bool:
+    """An error of a DB-API driver (sqlite3, psycopg, ...): they all derive from their module's Error."""
+    module = type(exc).__module__.split(".")[0]
+    return module in ("sqlite3", "psycopg", "psycopg2", "pymysql", "mysql")
+
+
+# ------------------------------------------------------------------ JDBC entries
+
+def _busy(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def insert_entry(paimon, name: TableName, schema, config: CatalogConfig,
+                 inside: Callable[[], None] | None = None, attempts: int = 50) -> bool:
+    """Insert the table's row into Paimon's `paimon_tables` (and its properties, as pypaimon's
+    `create_table` does) and run `inside` in the same transaction, then commit.
+
+    The row's primary key decides between concurrent creators: returns False, having done nothing,
+    when the row exists (another writer won). A failure after `inside` ran rolls back the row; a
+    failed COMMIT is a `CommitStateUnknownError` (the row may exist: nothing is undone).
+    """
+    conn = paimon.connection
+    identifier = name.identifier()
+    for attempt in range(attempts):
+        try:
+            conn.execute("INSERT INTO paimon_tables (catalog_key, database_name, table_name) VALUES (?, ?, ?)",
+                         (paimon.catalog_key, name.database, name.table))
+            if paimon._sync_all_properties():
+                paimon._insert_table_properties(identifier, paimon._collect_table_properties(schema))
+            break
+        except Exception as exc:  # noqa: BLE001 - the driver's IntegrityError, or a busy SQLite
+            _rollback(conn)
+            try:
+                if paimon._table_exists(identifier):
+                    return False
+            except Exception:  # noqa: BLE001
+                _rollback(conn)
+            if _busy(exc) and attempt + 1 < attempts:
+                time.sleep(min(0.05 * (attempt + 1), 0.5))
+                continue
+            raise DatabaseConnectionError(f"Cannot enter {name} into the {config.describe()}: "
+                                          f"{_first_line(exc)}. Nothing was changed.", table=str(name)) from exc
+    try:
+        if inside is not None:
+            inside()
+    except BaseException:
+        _rollback(conn)
+        raise
+    try:
+        conn.connection.commit()
+    except Exception as exc:  # noqa: BLE001
+        raise CommitStateUnknownError(
+            f"Entering {name} into the {config.describe()}: the database's COMMIT failed ({_first_line(exc)}); "
+            "the entry may or may not exist. Nothing was deleted: look at the catalog, and run "
+            "lakesink.catalog(spark).clean_staging() if it has no entry.", table=str(name)) from exc
+    return True
+
+
+def _rollback(conn) -> None:
+    try:
+        conn.connection.rollback()
+    except Exception:  # noqa: BLE001 - a broken connection rolls back on its own
+        pass
+
+
+def update_properties(paimon, name: TableName, schema) -> None:
+    """Rewrite a JDBC table's properties from its (new) schema, as pypaimon's `alter_table` does."""
+    if not paimon._sync_all_properties():
+        return
+    conn = paimon.connection
+    with conn.transaction():
+        conn.execute("DELETE FROM paimon_table_properties WHERE catalog_key = ? AND database_name = ? "
+                     "AND table_name = ?", (paimon.catalog_key, name.database, name.table))
+        paimon._insert_table_properties(name.identifier(), paimon._collect_table_properties(schema))
+
+
+def clean_catalog_staging(catalog: Catalog, older_than_s: float = 3600.0, dry_run: bool = False) -> list[str]:
+    """What interrupted CREATE TABLE AS jobs left in the catalog's databases: hidden staged tables
+    whose job is gone, and (JDBC) tables moved in place whose row never committed. A marker left in
+    a table that did enter the catalog is removed too (it is not listed)."""
+    removed = []
+    for database in catalog.list_databases():
+        directory = local_dir(catalog.database_path(database))
+        removed += clean_staging(directory, older_than_s, dry_run)
+        if not catalog.is_jdbc or not os.path.isdir(directory):
+            continue
+        for entry in sorted(os.listdir(directory)):
+            full = os.path.join(directory, entry)
+            if entry.startswith(".") or STAGING_INFIX in entry or not os.path.isdir(full):
+                continue
+            marker = read_marker(full)
+            if marker is None:
+                continue
+            if catalog.is_registered(TableName(database, entry)):
+                if not dry_run:
+                    unlink_quietly(os.path.join(full, STAGED_MARKER))
+            elif abandoned(marker, older_than_s)[0]:
+                removed.append(full)
+                if not dry_run:
+                    shutil.rmtree(full, ignore_errors=True)
+    return removed
+
+
+def unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
