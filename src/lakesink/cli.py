@@ -56,6 +56,7 @@ class State:
         self.output = output
         self.debug = debug
         self.fs_options: dict[str, str] = {}
+        self.catalog: dict[str, str] = {}
         self.table: str | None = None
 
     @property
@@ -94,9 +95,14 @@ class State:
             yield update
 
     def open(self, table: str) -> tuple[str, dict | None]:
-        """Note the table a command works on (for error reports); its path and storage options."""
+        """Note the table a command works on (for error reports); its path and storage options.
+
+        A name (no `/`) resolves through `--catalog` as everywhere in lakesink (docs/catalogs.md)."""
         self.table = table
-        return table, (dict(self.fs_options) or None)
+        from . import resolve_table
+        resolved = resolve_table(table, self.catalog or None)
+        fs = {**(resolved.fs_options or {}), **self.fs_options}
+        return resolved.path, (fs or None)
 
 
 def _console(stderr: bool) -> Console:
@@ -222,6 +228,16 @@ def _storage_option_callback(ctx, param, values):
     return values
 
 
+def _catalog_option_callback(ctx, param, values):
+    for text in values or ():
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise OptionUsageError(f"{text!r}: expected KEY=VALUE, e.g. warehouse=/data/wh or "
+                                   "metastore=jdbc", None, param)
+        ctx.find_object(State).catalog[key.strip()] = value
+    return values
+
+
 def _output_callback(ctx, _param, value):
     if value is not None:
         ctx.find_object(State).output = value
@@ -247,6 +263,11 @@ def _common(opens_table: bool = True):
                              expose_value=False, callback=_storage_option_callback,
                              help="Storage option to reach the table, e.g. fs.s3.endpoint=URL, "
                                   "fs.s3.accessKeyId=ID (repeatable).")(f)
+            f = click.option("--catalog", "catalog_options", multiple=True, metavar="KEY=VALUE",
+                             expose_value=False, callback=_catalog_option_callback,
+                             help="Catalog option, to name TABLE as db.table: warehouse=/data/wh, "
+                                  "metastore=jdbc, uri=jdbc:sqlite:/data/wh/catalog.db (repeatable; "
+                                  "docs/catalogs.md).")(f)
         return f
     return decorate
 
@@ -351,12 +372,17 @@ def _version(ctx, _param, value):
               callback=_storage_option_callback,
               help="Storage option to reach tables (repeatable), e.g. fs.s3.endpoint=URL; "
                    "also accepted after the command.")
+@click.option("--catalog", "catalog_options", multiple=True, metavar="KEY=VALUE", expose_value=False,
+              callback=_catalog_option_callback,
+              help="Catalog option (repeatable), to name tables as db.table, e.g. warehouse=/data/wh; "
+                   "also accepted after the command.")
 @click.pass_context
 def cli(ctx):
     """Inspect and maintain lakesink / Paimon tables.
 
-    TABLE is a table directory: a local path, file:/..., or s3://bucket/... (with --option for
-    the endpoint and credentials).
+    TABLE is a table directory (a path holding `/`: /data/wh/db.db/t, ./t, file:/..., or
+    s3://bucket/... with --option for the endpoint and credentials), or a name `db.table`
+    in the catalog given with --catalog (docs/catalogs.md).
     """
     if not isinstance(ctx.obj, State):  # invoked without LakesinkGroup.main (e.g. as a sub-group)
         ctx.obj = State()

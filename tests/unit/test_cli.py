@@ -428,3 +428,20 @@ def test_docs_cli_describes_every_command_and_every_exit_code():
                and not any(f"`{' '.join(path)} " in h or f"`{' '.join(path)}`" in h for h in headings)]
     assert missing == []
     assert all(re.search(rf"^\| {code} \|", page, re.M) for code in (0, 1, 2, 130))
+
+
+def test_a_table_named_through_the_catalog_is_the_same_table_as_its_path(table, table_path):
+    warehouse = os.path.dirname(os.path.dirname(table_path))  # <warehouse>/db.db/t
+    by_path = json.loads(invoke("-o", "json", "history", table).output)
+    by_name = json.loads(invoke("-o", "json", "history", "db.t", "--catalog", f"warehouse={warehouse}").output)
+    assert by_name == by_path and len(by_name) == 3
+    before = json.loads(invoke("--catalog", f"warehouse={warehouse}", "-o", "json", "files", "db.t").output)
+    assert before == json.loads(invoke("-o", "json", "files", table).output)
+
+
+def test_a_name_without_a_catalog_is_a_clear_error_not_a_directory(table):
+    result = CliRunner().invoke(cli, ["-o", "json", "history", "db.t"])
+    error = json.loads(result.output)["error"]
+    assert result.exit_code == 1 and "catalog" in error["message"].lower()
+    result = CliRunner().invoke(cli, ["history", "db.t", "--catalog", "warehouse"])
+    assert result.exit_code == 2 and "KEY=VALUE" in result.output
