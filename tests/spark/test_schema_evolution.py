@@ -89,8 +89,13 @@ def test_without_the_option_a_new_column_is_refused_naming_it_and_the_option(spa
     assert schema_files(table) == ["schema-0"] and len(snapshots(table)) == 1
 
 
-@pytest.mark.parametrize("mode", ["fast", "native"])
-def test_a_stream_whose_source_gains_a_column_after_a_restart_writes_every_row_once(spark, tmp_path, mode):
+@pytest.mark.parametrize("mode, commit", [
+    ("fast", "sync"), ("native", "sync"),
+    pytest.param("fast", "pipelined", marks=pytest.mark.soak),
+    pytest.param("native", "pipelined", marks=pytest.mark.soak),
+])
+def test_a_stream_whose_source_gains_a_column_after_a_restart_writes_every_row_once(spark, tmp_path, mode,
+                                                                                     commit):
     from pyspark.sql.pandas.types import from_arrow_schema
     source, table, checkpoint = tmp_path / "src", str(tmp_path / "wh" / "db.db" / "t"), str(tmp_path / "chk")
     source.mkdir()
@@ -98,6 +103,7 @@ def test_a_stream_whose_source_gains_a_column_after_a_restart_writes_every_row_o
     new = old.append(pa.field("score", pa.float64()))
 
     def run(schema, options):
+        options = dict(options, **{"commit.mode": commit})
         df = spark.readStream.schema(from_arrow_schema(schema)).option("maxFilesPerTrigger", 1).parquet(str(source))
         if mode == "fast":
             query = lakesink.stream(df, table, checkpoint=checkpoint, trigger="availableNow", options=options)
@@ -108,6 +114,10 @@ def test_a_stream_whose_source_gains_a_column_after_a_restart_writes_every_row_o
             query = writer.trigger(availableNow=True).start(table)
         assert query.awaitTermination(300)
         assert query.exception() is None, query.exception()
+        if mode == "fast":
+            query.lakesink_sink.close()  # pipelined: commits still running in the background
+        elif commit == "pipelined":
+            lakesink.await_commits(checkpoint)
 
     for k in range(2):
         pq.write_table(pa.table({"id": [k], "name": [f"r{k}"]}, schema=old), source / f"{k}.parquet")
@@ -143,3 +153,16 @@ def test_replace_table_as_with_a_new_column_in_place_and_atomically(spark, table
     lakesink.replace_table_as(spark.createDataFrame([(3,)], "id long"), table_path)
     assert read_table(table_path).to_pylist() == [{"id": 3}]
     assert schema_files(table_path) == ["schema-0"]
+
+
+def test_a_primary_key_table_gains_a_value_column_and_never_retypes_its_key(spark, table_path):
+    lakesink.write(spark.createDataFrame([(1, "a"), (2, "b")], "id int, s string"), table_path,
+                   primary_key=["id"], options={"bucket": "2"})
+    lakesink.write(spark.createDataFrame([(2, "B", 2.5), (3, "c", 3.5)], "id int, s string, x double"),
+                   table_path, options={"write.merge-schema": "true"})
+    assert read_table(table_path).sort_by("id").to_pylist() == [
+        {"id": 1, "s": "a", "x": None}, {"id": 2, "s": "B", "x": 2.5}, {"id": 3, "s": "c", "x": 3.5}]
+    with pytest.raises(SchemaMismatchError, match="a primary-key column's type never changes"):
+        lakesink.write(spark.createDataFrame([(4, "d", 1.0)], "id long, s string, x double"), table_path,
+                       options={"write.merge-schema": "true"})
+    assert schema_files(table_path) == ["schema-0", "schema-1"]
