@@ -159,3 +159,17 @@ def test_a_writer_whose_columns_another_writer_added_meanwhile_commits_on_that_s
     rows = {r["id"]: r for r in read_table(table).to_pylist()}
     assert rows[3] == {"id": 3, "s": "c", "x": 3.0, "y": "!"}
     assert rows[2] == {"id": 2, "s": "b", "x": 1.0, "y": None}
+
+
+def test_a_schema_file_another_writer_created_first_is_never_replaced(table):
+    from pypaimon.schema.schema_manager import SchemaManager
+    from lakesink.paimon import tables
+
+    opened = tables.open_table(table)
+    manager = SchemaManager(opened.file_io, table)
+    mine = plan(table, WITH_X, **MERGE).layout.pending_schema
+    theirs = plan(table, pa.schema([("id", pa.int32()), ("s", pa.string()), ("y", pa.string())]),
+                  **MERGE).layout.pending_schema
+    assert evolution.write_schema(opened, manager, theirs)
+    assert not evolution.write_schema(opened, manager, mine)  # pypaimon's rename would have replaced it
+    assert [f.name for f in manager.get_schema(1).fields] == ["id", "s", "y"]

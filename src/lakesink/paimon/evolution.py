@@ -40,6 +40,7 @@ from pypaimon.schema.schema_manager import SchemaManager
 from pypaimon.schema.table_schema import TableSchema
 
 from ..errors import CommitConflictError, ConfigurationError, SchemaMismatchError
+from . import publish
 
 OPTION = "write.merge-schema"
 
@@ -195,7 +196,18 @@ def same_columns(a: TableSchema, b: TableSchema) -> bool:
     return [f.to_dict() for f in a.fields] == [f.to_dict() for f in b.fields]
 
 
-def ensure_schemas(file_io, table_path: str, files: Sequence) -> bool:
+def write_schema(table, manager: SchemaManager, schema: TableSchema) -> bool:
+    """Create `schema-<id>` as pypaimon's `SchemaManager.commit` would (the same JSON), but with
+    the table's atomic create-if-absent (`publish`): pypaimon's check-then-rename would replace
+    a schema another writer created in between. False if that id exists."""
+    from pypaimon.common.json_util import JSON
+    path = f"{manager.schema_path.rstrip('/')}/{manager.schema_prefix}{schema.id}"
+    created = publish.create_if_absent(table, path, JSON.to_json(schema, indent=2))
+    manager.schema_cache.pop(schema.id, None)
+    return created
+
+
+def ensure_schemas(table, files: Sequence) -> bool:
     """Make every schema the files carry (`StagedFile.schema`) the table's; True if one was written.
 
     Files whose schema is taken by another writer's are pointed at a schema with
@@ -205,8 +217,11 @@ def ensure_schemas(file_io, table_path: str, files: Sequence) -> bool:
     for f in files:
         if getattr(f, "schema", None) is not None:
             by_id.setdefault(f.meta.schema_id, []).append(f)
+    if not by_id:
+        return False
     written = False
-    manager = SchemaManager(file_io, table_path)
+    table_path = str(table.table_path)
+    manager = SchemaManager(table.file_io, table_path)
     for schema_id in sorted(by_id):
         group = by_id[schema_id]
         ours = group[0].schema
@@ -216,20 +231,20 @@ def ensure_schemas(file_io, table_path: str, files: Sequence) -> bool:
         if existing is None:
             latest = manager.latest()
             if latest is not None and latest.id == schema_id - 1:
-                if manager.commit(ours):
+                if write_schema(table, manager, ours):
                     written = True
                     continue
-                manager.schema_cache.pop(schema_id, None)
                 existing = manager.get_schema(schema_id)
                 if existing is not None and same_columns(existing, ours):
                     continue
-        written = _rebase(manager, table_path, group, ours) or written
+        written = _rebase(table, manager, group, ours) or written
     return written
 
 
-def _rebase(manager: SchemaManager, table_path: str, files: Iterable, ours: TableSchema) -> bool:
+def _rebase(table, manager: SchemaManager, files: Iterable, ours: TableSchema) -> bool:
     """Another writer's schema took our id: merge our columns into the latest schema and point
     the files there, if the result has exactly the files' columns. True if a schema was written."""
+    table_path = str(table.table_path)
     latest = manager.latest()
     mine = pa.schema(arrow_fields(ours))
     try:
@@ -241,7 +256,7 @@ def _rebase(manager: SchemaManager, table_path: str, files: Iterable, ours: Tabl
         raise _conflict(table_path, latest, ours, "its columns differ from this write's")
     wrote = False
     if evolution is not None:
-        if not manager.commit(target):
+        if not write_schema(table, manager, target):
             raise _conflict(table_path, latest, ours, "it changed again meanwhile")
         wrote = True
     names = [f.name for f in ours.fields]

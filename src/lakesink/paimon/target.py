@@ -115,7 +115,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
         maintenance.raise_failure(self.path, self.file_io)  # an earlier background run failed
         table = self.table_or_create()
         files = list(committables)
-        if evolution.ensure_schemas(self.file_io, self.path, files):
+        if evolution.ensure_schemas(table, files):
             # The table's next schema is written; the snapshot below refers to it. A crash
             # from here on leaves extra nullable columns, and the retry finds them in place.
             table = self.table(refresh=True)
