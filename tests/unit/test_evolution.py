@@ -173,3 +173,13 @@ def test_a_schema_file_another_writer_created_first_is_never_replaced(table):
     assert evolution.write_schema(opened, manager, theirs)
     assert not evolution.write_schema(opened, manager, mine)  # pypaimon's rename would have replaced it
     assert [f.name for f in manager.get_schema(1).fields] == ["id", "s", "y"]
+
+
+def test_pending_files_carry_their_schema_only_while_the_table_lacks_it(table):
+    rows = pa.table({"id": pa.array([2], pa.int32()), "s": ["b"], "x": [1.0]})
+    job = plan(table, rows.schema, **MERGE)
+    files = staged(job, rows)
+    assert "table_schema" in job.target.encode(files[0])
+    job.commit(files)
+    later = staged(job, rows)  # a stream's next batch, planned with the same layout
+    assert later[0].schema is not None and "table_schema" not in job.target.encode(later[0])

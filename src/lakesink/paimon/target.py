@@ -225,9 +225,22 @@ class PaimonTarget(CommitTarget[StagedFile]):
         out = {"paimon_commit_message_v": MESSAGE_VERSION,
                "message": base64.b64encode(body).decode("ascii"),
                "staged_path": committable.staged_path}
-        if committable.schema is not None:  # a restore must be able to write it (evolution.py)
+        if committable.schema is not None and not self._has_schema(committable.schema):
+            # A restore must be able to write it (evolution.py); once the table has it, the
+            # schema id alone says it (streams keep planning with it for the query's life).
             out["table_schema"] = evolution.schema_to_json(committable.schema)
         return out
+
+    def _has_schema(self, schema) -> bool:
+        """Does the table hold `schema` (same id, same columns)? Remembered once true."""
+        known = self.__dict__.setdefault("_schemas_in_table", set())
+        if schema.id not in known:
+            from pypaimon.schema.schema_manager import SchemaManager
+            existing = SchemaManager(self.file_io, self.path).get_schema(schema.id)
+            if existing is None or not evolution.same_columns(existing, schema):
+                return False
+            known.add(schema.id)
+        return True
 
     def decode(self, data: dict) -> StagedFile:
         message = deserialize_commit_message(base64.b64decode(data["message"]), self._partition_fields(),
