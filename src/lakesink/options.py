@@ -181,6 +181,11 @@ _declare(
            "without rows."),
     Option("maintenance.enabled", "write", "bool", True, "Run snapshot/partition/tag expiry after each "
            "commit, in the background."),
+    Option("write.merge-schema", "write", "bool", False, "Schema evolution on write (Paimon's name; "
+           "`mergeSchema` is Delta's and Spark's): new DataFrame columns are added to the table as "
+           "nullable columns and columns widen (e.g. int → bigint, float → double, decimal precision up) "
+           "in the same snapshot as the data. Missing columns, narrowing and other type changes stay "
+           "errors. See [schema-evolution.md](schema-evolution.md).", aliases=("mergeSchema",)),
     Option("aggregator.enabled", "write", "bool", False, "After each commit, bin small files per partition "
            "up to `target-file-size` and replace them by one file in a COMPACT snapshot. See "
            "[compaction.md](compaction.md)."),
@@ -504,6 +509,7 @@ class WriteOptions:
     commit_empty_batches: bool = False
     maintenance: bool = True
     aggregator: bool = False
+    merge_schema: bool = False  # option write.merge-schema: evolve the table's schema with the data
     table_options: dict[str, str] = field(default_factory=dict)
     fs_options: dict[str, str] = field(default_factory=dict)  # storage access: fs.s3.*, commit.lock, ...
     path: str | None = None
@@ -561,6 +567,7 @@ class WriteOptions:
         out.commit_empty_batches = typed.get("commit.empty-batches", False)
         out.maintenance = typed.get("maintenance.enabled", True)
         out.aggregator = typed.get("aggregator.enabled", False)
+        out.merge_schema = typed.get("write.merge-schema", False)
         if out.commit_identifier is not None and out.commit_user is None:
             raise InvalidOptionError("commit.identifier", out.commit_identifier,
                                      "to be given together with commit.user")

@@ -54,6 +54,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--fail-always-partition", type=int, default=None, metavar="P",
                         help="writer partition P raises in every attempt (its batch is aborted)")
     parser.add_argument("--timeout", type=float, default=600.0, help="give up after this many seconds")
+    parser.add_argument("--extra-column", default=None, metavar="NAME",
+                        help="read the source with one more (double) column, e.g. one its newer files gained")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="extra writer option (repeatable), e.g. aggregator.enabled=true")
     return parser.parse_args(argv)
@@ -85,7 +87,10 @@ def failure_injector(fraction: float, always_partition: int | None):
 def build_stream(spark, args):
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    schema = from_arrow_schema(CDC_SCHEMA if args.cdc else SOURCE_SCHEMA)
+    arrow_schema = CDC_SCHEMA if args.cdc else SOURCE_SCHEMA
+    if args.extra_column:
+        arrow_schema = arrow_schema.append(pa.field(args.extra_column, pa.float64()))
+    schema = from_arrow_schema(arrow_schema)
     if args.source_table:
         reader = spark.readStream.format("paimon").option("scan.mode", "earliest")
         if args.consumer_id:

@@ -82,14 +82,17 @@ class RunResult:
 
 
 def make_source(directory: Path, files: int = 4, rows_per_file: int = 50,
-                empty_files: tuple[int, ...] = ()) -> pa.Table:
-    """Write the source: file k holds ids k*rows..(k+1)*rows-1 (none for `empty_files`)."""
+                empty_files: tuple[int, ...] = (), extra_column: str | None = None) -> pa.Table:
+    """Write the source: file k holds ids k*rows..(k+1)*rows-1 (none for `empty_files`);
+    with `extra_column`, also that (double) column, holding id / 2."""
     directory.mkdir(parents=True, exist_ok=True)
     first_mtime = time.time() - files - 60
     for k in range(files):
         ids = [] if k in empty_files else list(range(k * rows_per_file, (k + 1) * rows_per_file))
         rows = pa.table({"id": pa.array(ids, pa.int64()), "name": [f"row-{i}" for i in ids],
                          "grp": pa.array([i % 3 for i in ids], pa.int32())}, schema=SOURCE_SCHEMA)
+        if extra_column:
+            rows = rows.append_column(pa.field(extra_column, pa.float64()), pa.array([i / 2 for i in ids]))
         path = directory / f"part-{k:05d}.parquet"
         pq.write_table(rows, path)
         # Spark's file source takes files in modification-time order: make that file order.
@@ -165,9 +168,11 @@ def _sorted_rows(table: pa.Table) -> list[tuple]:
 
 class Case:
     def __init__(self, workdir: Path, mode: str, commit: str = "sync", source_table: str | None = None,
-                 consumer_id: str | None = None, options: dict | None = None, cdc: bool = False):
+                 consumer_id: str | None = None, options: dict | None = None, cdc: bool = False,
+                 extra_column: str | None = None):
         self.workdir = Path(workdir)
         self.cdc = cdc  # a change stream into a keyed table (tests.crash.driver.CDC_SCHEMA)
+        self.extra_column = extra_column  # the driver reads the source with this (double) column too
         self.options = dict(options or {})  # extra writer options, e.g. the aggregator
         self.mode, self.commit = mode, commit
         # A Paimon table to stream from instead of the Parquet directory (a chain A -> query -> table).
@@ -190,6 +195,8 @@ class Case:
             cmd.append("--cdc")
         for key, value in self.options.items():
             cmd += ["--option", f"{key}={value}"]
+        if self.extra_column:
+            cmd += ["--extra-column", self.extra_column]
         if fail_first_attempt:
             cmd += ["--fail-first-attempt", str(fail_first_attempt)]
         if fail_always_partition is not None:

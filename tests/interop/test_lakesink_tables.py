@@ -159,11 +159,26 @@ def _keyed(spark, path):
     return range(60)
 
 
+def _evolved(spark, path):
+    # Schema evolution on write: written first with id SMALLINT, d18 DECIMAL(16, 4) and without the
+    # three nested columns (fast path), then with the full schema and write.merge-schema (native
+    # path): id widens to INT, d18 to DECIMAL(18, 4), the nested columns are added (null in old rows).
+    from pyspark.sql import functions as F
+    added = ["rec", "recs", "nested"]
+    old = source_df(spark, range(20)).select(
+        *[F.col(c).cast({"id": "smallint", "d18": "decimal(16,4)"}[c]).alias(c) if c in ("id", "d18") else c
+          for c in SCHEMA.names if c not in added])
+    write(old, path, "fast", partition="part")
+    write(source_df(spark, range(20, 40)), path, "native", partition="part", **{"write.merge-schema": "true"})
+    full = source_df(spark, range(40))
+    return full.select(*[F.when(F.col("id") >= 20, F.col(c)).alias(c) if c in added else c for c in SCHEMA.names])
+
+
 RECIPES = {
     "fast_flat": _fast_flat, "fast_part": _fast_part, "native_flat": _native_flat, "native_part": _native_part,
     "compacted": _compacted, "overwritten_fast": _overwritten_fast, "overwritten_native": _overwritten_native,
     "ctas": _ctas, "aggregated_native": _aggregated_native, "aggregated_fast": _aggregated_fast,
-    "keyed": _keyed,
+    "keyed": _keyed, "evolved": _evolved,
 }
 
 
@@ -174,8 +189,8 @@ def tables(spark, tmp_path_factory):
     out = {}
     for name, recipe in RECIPES.items():
         path = str(warehouse / "db.db" / name)
-        ids = recipe(spark, path)
-        out[name] = (path, expected_rows(spark, ids))
+        ids = recipe(spark, path)  # or the expected rows as a DataFrame
+        out[name] = (path, R.from_arrow(ids.toArrow()) if hasattr(ids, "toArrow") else expected_rows(spark, ids))
     return out
 
 

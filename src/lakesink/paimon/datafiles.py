@@ -39,10 +39,19 @@ class TableLayout:
     fields: tuple  # pypaimon DataFields, table order
     partition_keys: tuple
     schema_id: int
+    # Schema evolution (write.merge-schema): the table's next schema (a pypaimon TableSchema, id
+    # `schema_id`) when the files are written for it before the table has it. Every file described
+    # with this layout carries it to the commit, which writes it before the snapshot (evolution.py).
+    pending_schema: object = None
 
     @classmethod
     def of(cls, table) -> TableLayout:
         return cls(tuple(table.table_schema.fields), tuple(table.partition_keys), table.table_schema.id)
+
+    @classmethod
+    def evolved(cls, table, schema) -> TableLayout:
+        """The layout of files written for `schema`, the table's next schema (not written yet)."""
+        return cls(tuple(schema.fields), tuple(table.partition_keys), schema.id, schema)
 
     @classmethod
     def for_new_table(cls, schema: pa.Schema, partition_keys) -> TableLayout:
@@ -60,6 +69,9 @@ class StagedFile:
     bucket: int
     meta: DataFileMeta
     staged_path: str | None  # where the file is now; None once it sits at its table path
+    # The table schema the file was written for when the table may not have it yet
+    # (schema evolution); the commit makes it the table's first. None: the file's schema id exists.
+    schema: object = None
 
     @property
     def row_count(self) -> int:
@@ -172,7 +184,8 @@ def describe_parquet(path: str, layout: TableLayout, file_io, partition: tuple |
         creation_time=Timestamp.now(), delete_row_count=0, file_source=0,
         value_stats_cols=None if len(stat_fields) == len(fields) else [f.name for f in stat_fields],
     )
-    return StagedFile(partition=partition, bucket=_UNAWARE_BUCKET, meta=meta, staged_path=path)
+    return StagedFile(partition=partition, bucket=_UNAWARE_BUCKET, meta=meta, staged_path=path,
+                      schema=layout.pending_schema)
 
 
 def _partition_of(path, keys, stats, metadata, file_io) -> tuple:

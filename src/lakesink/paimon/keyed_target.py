@@ -15,7 +15,7 @@ from . import tables
 from .datafiles import TableLayout
 from .keyed import KeyedSpec, check_keyed_table, is_keyed_table, next_sequence_numbers
 from .publish import publication_kind
-from .sink import check_options_match, check_types
+from .sink import check_options_match, check_types, plan_layout
 from .target import PaimonTarget, TableSpec
 
 
@@ -41,10 +41,9 @@ def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions):
                 f"bucket={options.table_options.get('bucket', '-1')} to it."
             )
         check_keyed_table(table, options.primary_keys)
-        tables.check_schema(table, _keys_not_null(schema, table.primary_keys))
         check_options_match(table, options)
+        layout = plan_layout(table, _keys_not_null(schema, table.primary_keys), options)
         spec = KeyedSpec.of_table(table)
-        layout = TableLayout.of(table)
         target = PaimonTarget(path, fs_options=fs_options)
         latest = table.snapshot_manager().get_latest_snapshot()
         # Sequence numbers continue above what this snapshot holds: a commit landing in

@@ -73,19 +73,9 @@ class LinkingSnapshotCommit(_PublishingCommit):
     """Publishes with link(2): atomic create-if-absent on local and POSIX file systems."""
 
     def commit(self, base_snapshot_uuid, snapshot, statistics) -> bool:
-        final = storage.local_path(self.snapshot_manager.get_snapshot_path(snapshot.id))
-        os.makedirs(os.path.dirname(final), exist_ok=True)
-        tmp = f"{os.path.dirname(final)}/.{os.path.basename(final)}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "w", encoding="utf-8") as out:
-            out.write(JSON.to_json(snapshot, indent=2))
-            out.flush()
-            os.fsync(out.fileno())
-        try:
-            os.link(tmp, final)
-        except FileExistsError:
+        path = self.snapshot_manager.get_snapshot_path(snapshot.id)
+        if not _link_create(path, JSON.to_json(snapshot, indent=2)):
             return False
-        finally:
-            os.unlink(tmp)
         self._update_latest_hint(snapshot.id)
         return True
 
@@ -102,19 +92,11 @@ class ConditionalPutSnapshotCommit(_PublishingCommit):
         self.client = client
 
     def commit(self, base_snapshot_uuid, snapshot, statistics) -> bool:
-        from botocore.exceptions import ClientError
-
-        bucket, key = s3_location(self.snapshot_manager.get_snapshot_path(snapshot.id))
-        try:
-            self.client.put_object(Bucket=bucket, Key=key, IfNoneMatch="*",
-                                   Body=JSON.to_json(snapshot, indent=2).encode("utf-8"),
-                                   ContentType="application/json")
-        except ClientError as exc:
-            if _error_code(exc) in self.LOST_RACE:
-                # Possibly our own earlier PUT whose answer was lost: pypaimon's retry
-                # checks for our (commit user, identifier) before trying again.
-                return False
-            raise
+        # False: possibly our own earlier PUT whose answer was lost: pypaimon's retry
+        # checks for our (commit user, identifier) before trying again.
+        if not _put_create(self.client, self.snapshot_manager.get_snapshot_path(snapshot.id),
+                           JSON.to_json(snapshot, indent=2)):
+            return False
         self._update_latest_hint(snapshot.id)
         return True
 
@@ -128,17 +110,77 @@ class LockingSnapshotCommit(_PublishingCommit):
 
     def commit(self, base_snapshot_uuid, snapshot, statistics) -> bool:
         path = self.snapshot_manager.get_snapshot_path(snapshot.id)
-        os.makedirs(os.path.dirname(self.lock_file) or ".", exist_ok=True)
-        with open(self.lock_file, "a") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-            try:
-                if self.file_io.exists(path):
-                    return False
-                self.file_io.overwrite_file_utf8(path, JSON.to_json(snapshot, indent=2))
-                self._update_latest_hint(snapshot.id)
-                return True
-            finally:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+        return _locked_create(self.lock_file, self.file_io, path, JSON.to_json(snapshot, indent=2),
+                              then=lambda: self._update_latest_hint(snapshot.id))
+
+
+# -- create-if-absent, one per storage kind ------------------------------------
+
+LOST_RACE = ConditionalPutSnapshotCommit.LOST_RACE
+
+
+def _link_create(path: str, text: str) -> bool:
+    """Local / POSIX: a fully written temporary file linked to its name; False if the name exists."""
+    final = storage.local_path(path)
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    tmp = f"{os.path.dirname(final)}/.{os.path.basename(final)}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
+    try:
+        os.link(tmp, final)
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+    return True
+
+
+def _put_create(client, path: str, text: str) -> bool:
+    """S3-compatible stores: one conditional PUT; False if the object exists."""
+    from botocore.exceptions import ClientError
+
+    bucket, key = s3_location(path)
+    try:
+        client.put_object(Bucket=bucket, Key=key, IfNoneMatch="*", Body=text.encode("utf-8"),
+                          ContentType="application/json")
+    except ClientError as exc:
+        if _error_code(exc) in LOST_RACE:
+            return False
+        raise
+    return True
+
+
+def _locked_create(lock_file: str, file_io, path: str, text: str, then=None) -> bool:
+    """Check-then-write holding the lock file every writer of the table takes."""
+    os.makedirs(os.path.dirname(lock_file) or ".", exist_ok=True)
+    with open(lock_file, "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            if file_io.exists(path):
+                return False
+            file_io.overwrite_file_utf8(path, text)
+            if then is not None:
+                then()
+            return True
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+def create_if_absent(table, path: str, text: str) -> bool:
+    """Create the metadata file `path` of `table` (e.g. a schema file) with the same atomic step
+    as its snapshots; False if it exists. pypaimon's `try_to_write_atomic` (check, then
+    rename) would replace a file another writer created in between on a local disk."""
+    options = publication_options(table)
+    kind = publication_kind(table.table_path, options)
+    if kind == "link":
+        return _link_create(path, text)
+    if kind == "conditional-put":
+        return _put_create(s3_client(options), path, text)
+    if kind == "lock":
+        return _locked_create(_lock_file(options), table.file_io, path, text)
+    return table.file_io.try_to_write_atomic(path, text)
 
 
 # -- choosing the publication of a table ------------------------------------

@@ -23,7 +23,7 @@ from ..errors import ConfigurationError
 from ..options import BATCH_IDENTIFIER, WriteOptions
 from ..protocol import Committer, CommitReport, Overwrite
 from .. import storage
-from . import tables
+from . import evolution, tables
 from .datafiles import StagedFile, TableLayout, describe_parquet
 from .publish import publication_kind
 from .target import PaimonTarget, TableSpec
@@ -155,11 +155,11 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
                      {**(table.table_schema.options if table else {}), **options.fs_options})
     if table is not None:
         tables.check_writable(table, path_name)
-        tables.check_schema(table, schema)
         check_options_match(table, options)
+        layout = plan_layout(table, schema, options)
         target = PaimonTarget(path, fs_options=fs_options)
         target.maintenance = options.maintenance
-        return target, TableLayout.of(table)
+        return target, layout
     fmt = options.table_options.get("file.format", "parquet").lower()
     if fmt != "parquet":
         raise ConfigurationError(f"file.format={fmt!r}: lakesink writes Parquet tables only.")
@@ -187,15 +187,19 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
     return target, TableLayout.for_new_table(table_schema, options.partition_keys)
 
 
-def check_types(schema: pa.Schema) -> None:
-    from pypaimon.schema.data_types import PyarrowFieldParser
-    for field in schema:
-        try:
-            PyarrowFieldParser.to_paimon_type(field.type, field.nullable)
-        except ValueError:
-            raise ConfigurationError(f"column {field.name!r} has type {field.type}, which Paimon cannot store.") from None
-        if pa.types.is_large_binary(field.type) or pa.types.is_null(field.type):
-            raise ConfigurationError(f"column {field.name!r} has type {field.type}, which lakesink cannot write.")
+def plan_layout(table, schema: pa.Schema, options: WriteOptions) -> TableLayout:
+    """How this write's files are laid out: the table's schema, or (write.merge-schema) its next
+    schema, which the commit writes before the snapshot. Refusals name every column."""
+    planned = evolution.plan(table.table_schema, schema, options.merge_schema, str(table.table_path),
+                             table.file_io)
+    if planned is None:
+        return TableLayout.of(table)
+    log.info("%s: schema evolution planned (schema %s): %s", table.table_path, planned.schema.id,
+             planned.describe())
+    return TableLayout.evolved(table, planned.schema)
+
+
+check_types = evolution.check_types
 
 
 def check_options_match(table, options: WriteOptions) -> None:

@@ -10,7 +10,7 @@ from pypaimon.table.bucket_mode import BucketMode
 from pypaimon.table.file_store_table import FileStoreTable
 
 from .. import storage
-from . import compat, parquet_layout
+from . import compat, evolution, parquet_layout
 from ..errors import (NotAPaimonTableError, SchemaMismatchError, TableAlreadyExistsError,
                       UnsupportedTableError)
 
@@ -114,39 +114,6 @@ def check_schema(table: FileStoreTable, incoming: pa.Schema) -> None:
     """The incoming data must have exactly the table's columns and types (any order).
 
     Nullability: a nullable column may not go into a NOT NULL one; the other way is fine.
+    With `write.merge-schema` the writes use `evolution.plan` instead.
     """
-    expected = {f.name: f for f in arrow_schema(table)}
-    got = {f.name: f for f in incoming}
-    problems = []
-    missing = [n for n in expected if n not in got]
-    extra = [n for n in got if n not in expected]
-    if missing:
-        problems.append(f"missing column(s) {missing}")
-    if extra:
-        problems.append(f"column(s) {extra} not in the table")
-    for name in expected.keys() & got.keys():
-        want, have = expected[name], got[name]
-        if not _same_type(want.type, have.type):
-            problems.append(f"column {name!r} is {have.type} but the table has {want.type}")
-        elif have.nullable and not want.nullable:
-            problems.append(f"column {name!r} is nullable but the table declares it NOT NULL")
-    if problems:
-        raise SchemaMismatchError(
-            f"The data does not match table {table.table_path}: " + "; ".join(sorted(problems)) +
-            f". Table columns: {', '.join(f'{f.name} {f.type}' for f in expected.values())}. "
-            "Select/cast the DataFrame's columns to match; nothing was written."
-        )
-
-
-def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
-    # Compare types, not field names or nullability inside nested types.
-    if pa.types.is_list(a) and pa.types.is_list(b):
-        return _same_type(a.value_type, b.value_type)
-    if pa.types.is_map(a) and pa.types.is_map(b):
-        return _same_type(a.key_type, b.key_type) and _same_type(a.item_type, b.item_type)
-    if pa.types.is_struct(a) and pa.types.is_struct(b):
-        return ([f.name for f in a] == [f.name for f in b]
-                and all(_same_type(x.type, y.type) for x, y in zip(a, b)))
-    if pa.types.is_large_string(b) and pa.types.is_string(a):
-        return True
-    return a == b
+    evolution.plan(table.table_schema, incoming, False, str(table.table_path))

@@ -26,7 +26,7 @@ from .. import storage
 from ..errors import CommitConflictError, SchemaMismatchError
 from ..protocol import crashpoints
 from ..protocol.target import CommitReport, CommitTarget, Overwrite
-from . import identity, maintenance, tables
+from . import evolution, identity, maintenance, tables
 from .datafiles import StagedFile, place, table_path_of
 
 log = logging.getLogger(__name__)
@@ -114,10 +114,15 @@ class PaimonTarget(CommitTarget[StagedFile]):
         started = time.perf_counter()
         maintenance.raise_failure(self.path, self.file_io)  # an earlier background run failed
         table = self.table_or_create()
+        files = list(committables)
+        if evolution.ensure_schemas(table, files):
+            # The table's next schema is written; the snapshot below refers to it. A crash
+            # from here on leaves extra nullable columns, and the retry finds them in place.
+            table = self.table(refresh=True)
+            crashpoints.reached("schema-written")
+        self._check_schema_ids(table, files)
         latest = table.snapshot_manager().get_latest_snapshot()
         identity.before_commit(self.file_io, self.path, commit_user, latest)
-        files = list(committables)
-        self._check_schema_ids(table, files)
         place(table, files)
         crashpoints.reached("files-placed")
 
@@ -173,10 +178,9 @@ class PaimonTarget(CommitTarget[StagedFile]):
 
     def _check_schema_ids(self, table, files: Sequence[StagedFile]) -> None:
         for f in files:
-            if f.meta.schema_id != table.table_schema.id:
-                if f.meta.schema_id > table.table_schema.id:
-                    raise SchemaMismatchError(f"{f.meta.file_name} has schema id {f.meta.schema_id} "
-                                              f"newer than the table's {table.table_schema.id}")
+            if f.meta.schema_id > table.table_schema.id:
+                raise SchemaMismatchError(f"{f.meta.file_name} has schema id {f.meta.schema_id} "
+                                          f"newer than the table's {table.table_schema.id}")
 
     # -- discard / restore -------------------------------------------------
     def discard(self, committables: Sequence[StagedFile], include_placed: bool = True) -> int:
@@ -229,16 +233,34 @@ class PaimonTarget(CommitTarget[StagedFile]):
         message = CommitMessage(partition=committable.partition, bucket=committable.bucket,
                                 new_files=[committable.meta])
         body = serialize_commit_message(message, self._partition_fields())
-        return {"paimon_commit_message_v": MESSAGE_VERSION,
-                "message": base64.b64encode(body).decode("ascii"),
-                "staged_path": committable.staged_path}
+        out = {"paimon_commit_message_v": MESSAGE_VERSION,
+               "message": base64.b64encode(body).decode("ascii"),
+               "staged_path": committable.staged_path}
+        if committable.schema is not None and not self._has_schema(committable.schema):
+            # A restore must be able to write it (evolution.py); once the table has it, the
+            # schema id alone says it (streams keep planning with it for the query's life).
+            out["table_schema"] = evolution.schema_to_json(committable.schema)
+        return out
+
+    def _has_schema(self, schema) -> bool:
+        """Does the table hold `schema` (same id, same columns)? Remembered once true."""
+        known = self.__dict__.setdefault("_schemas_in_table", set())
+        if schema.id not in known:
+            from pypaimon.schema.schema_manager import SchemaManager
+            existing = SchemaManager(self.file_io, self.path).get_schema(schema.id)
+            if existing is None or not evolution.same_columns(existing, schema):
+                return False
+            known.add(schema.id)
+        return True
 
     def decode(self, data: dict) -> StagedFile:
         message = deserialize_commit_message(base64.b64decode(data["message"]), self._partition_fields(),
                                              self._key_fields() or None,
                                              version=int(data["paimon_commit_message_v"]))
+        schema = data.get("table_schema")
         return StagedFile(partition=tuple(message.partition), bucket=message.bucket,
-                          meta=message.new_files[0], staged_path=data.get("staged_path"))
+                          meta=message.new_files[0], staged_path=data.get("staged_path"),
+                          schema=evolution.schema_from_json(schema) if schema else None)
 
 
 def _messages(files: Sequence[StagedFile], total_buckets: int | None = None,

@@ -19,6 +19,7 @@ import signal
 
 POINTS = (
     "tasks-done",            # every writer task has finished; nothing committed yet
+    "schema-written",        # the table's next schema written (schema evolution); no snapshot yet
     "files-placed",          # staged files moved to their table paths; no snapshot yet
     "before-snapshot",       # snapshot about to be published
     "after-snapshot",        # snapshot published; engine has not recorded the checkpoint

@@ -48,6 +48,10 @@ def _run(df, path, partition_by, options, replace, if_not_exists, via):
     if not atomic:
         if replace:  # REPLACE TABLE replaces the whole table, whatever the session's overwrite mode
             options["partitionOverwriteMode"] = "static"
+            # ... and its schema: in place, that is schema evolution (new columns, widening).
+            # Columns the DataFrame lacks cannot be dropped in place: those stay an error.
+            if not any(k.lower() in ("write.merge-schema", "mergeschema") for k in options):
+                options["write.merge-schema"] = "true"
         return _write(df, path, partition_by, options, "overwrite" if replace else "append", via)
     resolved = resolve_for(df.sparkSession, path, "create")  # a path, or a name in the session's catalog
     # By name, the table enters the catalog only at commit (FLIP-305): the catalog's staged table.
