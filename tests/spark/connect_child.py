@@ -22,7 +22,60 @@ def main(path: str) -> None:
     print("READ", lakesink.read(spark, path).count(), lakesink.read(spark, path, filter="id > 100").count(), flush=True)
     report = lakesink.compact(spark, path, progress=False)  # rewrites in this process: no SparkContext here
     print("COMPACTED", report.commit_kind, lakesink.read(spark, path).count(), flush=True)
+    every_other_entry_point(spark, path)
     spark.stop()
+
+
+def every_other_entry_point(spark, path: str) -> None:
+    """Each public entry point on Connect: `ENTRY <name> OK <rows>`, or `ENTRY <name> REFUSED <error>`
+    for a lakesink error saying what to do; anything else is `ENTRY <name> FAILED`."""
+    from lakesink.errors import LakesinkError
+
+    work = os.path.dirname(os.path.dirname(path))
+    source = os.path.join(work, "source")
+    os.makedirs(source, exist_ok=True)
+    spark.range(5).write.mode("overwrite").parquet(source)
+    sdf = lambda: spark.readStream.schema("id long").parquet(source)  # noqa: E731
+
+    def stream_native():
+        q = (sdf().writeStream.format("paimon").option("checkpointLocation", f"{work}/chk-native")
+             .trigger(availableNow=True).start(f"{work}/db.db/native_stream"))
+        q.awaitTermination()
+        return lakesink.read(spark, f"{work}/db.db/native_stream").count()
+
+    def stream_fast():
+        q = lakesink.stream(sdf(), f"{work}/db.db/fast_stream", checkpoint=f"{work}/chk-fast", trigger="availableNow")
+        q.awaitTermination()
+        return lakesink.read(spark, f"{work}/db.db/fast_stream").count()
+
+    def read_stream():
+        q = (lakesink.read_stream(spark, path).writeStream.format("paimon")
+             .option("checkpointLocation", f"{work}/chk-read").trigger(availableNow=True)
+             .start(f"{work}/db.db/copy"))
+        q.awaitTermination()
+        return lakesink.read(spark, f"{work}/db.db/copy").count()
+
+    def ctas():
+        lakesink.create_table_as(spark.range(7), f"{work}/db.db/ctas")
+        return lakesink.read(spark, f"{work}/db.db/ctas").count()
+
+    def jdbc():
+        lakesink.jdbc.write(spark.range(4), f"sqlite:///{work}/shop.db", "orders")
+        import sqlite3
+        return sqlite3.connect(f"{work}/shop.db").execute("select count(*) from orders").fetchone()[0]
+
+    def history():
+        return lakesink.history(path).num_rows
+
+    for name, run in [("writeStream.format(paimon)", stream_native), ("lakesink.stream", stream_fast),
+                      ("lakesink.read_stream", read_stream), ("lakesink.create_table_as", ctas),
+                      ("lakesink.jdbc.write", jdbc), ("lakesink.history", history)]:
+        try:
+            print("ENTRY", name, "OK", run(), flush=True)
+        except LakesinkError as exc:
+            print("ENTRY", name, "REFUSED", f"{type(exc).__name__}: {exc}".replace("\n", " "), flush=True)
+        except Exception as exc:  # noqa: BLE001 - the test reports it
+            print("ENTRY", name, "FAILED", f"{type(exc).__name__}: {exc}".replace("\n", " ")[:500], flush=True)
 
 
 if __name__ == "__main__":

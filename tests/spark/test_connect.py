@@ -19,3 +19,11 @@ def test_spark_connect_writes_on_both_paths_and_reads_through_format_paimon(tabl
     assert sorted(read_table(table_path).column("id").to_pylist()) == sorted(list(range(10)) * 2 + [0, 1, 2])
     assert [s.commit_kind for s in snapshots(table_path)] == ["APPEND", "APPEND", "APPEND", "COMPACT"]
     assert leftover_files(table_path) == set()
+
+    entries = {line.split(" ", 2)[1]: line.split(" ", 2)[2] for line in out.stdout.splitlines()
+               if line.startswith("ENTRY ")}
+    print("\n".join(f"{k}: {v}" for k, v in entries.items()))
+    # Every entry point works on Connect (a refusal would have to be a LakesinkError saying so).
+    assert entries == {"writeStream.format(paimon)": "OK 5", "lakesink.stream": "OK 5",
+                       "lakesink.read_stream": "OK 23", "lakesink.create_table_as": "OK 7",
+                       "lakesink.jdbc.write": "OK 4", "lakesink.history": "OK 4"}, out.stderr[-2000:]
