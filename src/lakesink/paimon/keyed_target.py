@@ -79,3 +79,14 @@ def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions):
 
 def _keys_not_null(schema: pa.Schema, keys) -> pa.Schema:
     return pa.schema([f.with_nullable(False) if f.name in keys else f for f in schema])
+
+
+def compacts_automatically(target: PaimonTarget, options: WriteOptions) -> bool:
+    """Whether this keyed write compacts its buckets after its commit: primary-key tables do,
+    unless `write-only` (docs/compaction.md); the table's own options, or the write's for a new one."""
+    from .compaction import compacts_after_commit
+    table = target.table()
+    if table is not None:
+        return compacts_after_commit(dict(table.table_schema.options), table.primary_keys)
+    return compacts_after_commit(options.table_options, target.create.primary_keys if target.create else [])
+

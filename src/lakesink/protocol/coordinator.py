@@ -263,7 +263,9 @@ class Coordinator(Generic[C]):
             self._resolve_pending(checkpoint)
         if not self.bins:
             return None
-        plan = run_aggregator(self.aggregator, list(self.bins.values()), self.target.identity)
+        committables = self.aggregator.inputs(list(self.bins.values()))
+        self.bins = {self.target.identity(c): c for c in committables if self.aggregator.carries(c)}
+        plan = run_aggregator(self.aggregator, committables, self.target.identity)
         if not plan.changed:
             return RoundReport(checkpoint, carried=len(self.bins))
         identifier = (self.target.last_committed(self.compact_user) or 0) + 1
