@@ -214,6 +214,18 @@ class PaimonTarget(CommitTarget[StagedFile]):
         fields = {f.name: f for f in PyarrowFieldParser.to_paimon_schema(self.create.schema)}
         return [fields[k] for k in self.create.partition_keys]
 
+    def _key_fields(self):
+        """The fields of a key-value file's min/max key (the primary key minus partition
+        columns); None for tables without a primary key."""
+        table = self.table()
+        if table is not None:
+            return table.trimmed_primary_keys_fields or None
+        if not self.create.primary_keys:
+            return None
+        from pypaimon.schema.data_types import PyarrowFieldParser
+        fields = {f.name: f for f in PyarrowFieldParser.to_paimon_schema(self.create.schema)}
+        return [fields[k] for k in self.create.primary_keys if k not in self.create.partition_keys]
+
     def encode(self, committable: StagedFile) -> dict:
         message = CommitMessage(partition=committable.partition, bucket=committable.bucket,
                                 new_files=[committable.meta])
@@ -224,7 +236,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
 
     def decode(self, data: dict) -> StagedFile:
         message = deserialize_commit_message(base64.b64decode(data["message"]), self._partition_fields(),
-                                             version=int(data["paimon_commit_message_v"]))
+                                             self._key_fields(), version=int(data["paimon_commit_message_v"]))
         return StagedFile(partition=tuple(message.partition), bucket=message.bucket,
                           meta=message.new_files[0], staged_path=data.get("staged_path"))
 
