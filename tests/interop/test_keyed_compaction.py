@@ -42,19 +42,20 @@ def compacted(spark, tmp_path_factory):
 
     wh = tmp_path_factory.mktemp("keyed-compacted") / "db.db"
     out = {}
-    # deduplicate, with deletes: compacted automatically after the 2nd write (trigger 1), then a
-    # 3rd write on top (levels 0 and 1 mixed: "mixed"), then fully compacted ("full").
+    # deduplicate, with deletes: compacted automatically after the 3rd write (trigger 2), then a
+    # 4th write with deletes on top (levels 0 and 2 mixed: "mixed"), then fully compacted ("full").
     path = str(wh / "dedupe")
     batches = [[(i, "ab"[i % 2], f"w{w}-{i}", Decimal(i * 10 + w) / 4, "+I" if w == 0 else "+U")
-                for i in range(w * 10, w * 10 + 40)] for w in range(3)]
-    batches[2] += [(i, "ab"[i % 2], None, None, "-D") for i in range(0, 60, 7) if i not in range(20, 60)]
-    for w, rows in enumerate(batches):
+                for i in range(w * 10, w * 10 + 30)] for w in range(3)]
+    batches.append([(i, "ab"[i % 2], None, None, "-D") for i in range(0, 50, 7)]
+                   + [(i, "ab"[i % 2], f"w3-{i}", Decimal(i), "+U") for i in range(1, 50, 5) if i % 7])
+    for rows in batches:
         lakesink.write(spark.createDataFrame(rows, SCHEMA).coalesce(1), path, primary_key=["id", "part"],
                        partition_by=["part"], options={"bucket": "3", "rowkind.field": "op",
-                                                       "num-sorted-run.compaction-trigger": "1"})
+                                                       "num-sorted-run.compaction-trigger": "2"})
     from lakesink.paimon.compaction import live_files
     from lakesink.paimon.tables import open_table
-    assert {f.meta.level for f in live_files(open_table(path))} == {0, 1}  # num-levels = trigger + 1
+    assert {f.meta.level for f in live_files(open_table(path))} == {0, 2}  # num-levels = trigger + 1
     shutil.copytree(path, str(wh / "dedupe_mixed"))
     out["dedupe_mixed"] = (str(wh / "dedupe_mixed"), _state(batches))
     lakesink.compact(spark, path, progress=False)
