@@ -197,9 +197,9 @@ class KeyedCompactionAggregator(Aggregator[StagedFile]):
         self.executor_bytes = executor_bytes
         self.distributed = distributed
         self.skipped: list[tuple] = []  # buckets left alone in the last round (older schemas)
-        self._refresh()
+        self.refresh()
 
-    def _refresh(self) -> None:
+    def refresh(self) -> None:
         self.table = self.target.table(refresh=True)
         lsm.check_compactable(self.table)
         self.layout = TableLayout.of(self.table)
@@ -215,7 +215,7 @@ class KeyedCompactionAggregator(Aggregator[StagedFile]):
         return f.meta.level == 0
 
     def inputs(self, committables: list[StagedFile]) -> list[StagedFile]:
-        self._refresh()
+        self.refresh()
         keys = {self.pre_aggregate_key(c) for c in committables}
         return [f for f in live_files(self.table) if self.pre_aggregate_key(f) in keys]
 

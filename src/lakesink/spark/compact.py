@@ -128,7 +128,7 @@ def _compact_keyed(spark, target: PaimonTarget, partitions, size: int | None, fu
         with _progress_bar(progress) as on_progress:
             todo = None  # None: every bucket
             for attempt in range(1, max_attempts + 1):
-                aggregator._refresh()
+                aggregator.refresh()
                 groups = group_by_key(aggregator, live_files(aggregator.table, partitions))
                 keys, tasks = [], []
                 for key, files in groups.items():
