@@ -238,3 +238,27 @@ def test_merge_engines_lakesink_cannot_merge_are_refused_by_name(tmp_path):
     with pytest.raises(UnsupportedTableError, match="merge-engine=partial-update"):
         lakesink.compact(None, path, progress=False)
     assert os.path.isdir(path) and snapshots(path)[-1].commit_kind == "APPEND"
+
+
+def test_equal_versions_are_ordered_by_file_age(tmp_path):
+    """Two writers from one base snapshot give equal sequence numbers: the newer file's row is the
+    later version (deduplicate keeps it, first-row the older one); retractions surviving leave."""
+    from dataclasses import replace
+
+    from lakesink.paimon.keyed import KeyedSpec
+    from lakesink.paimon.lsm import merge
+    data = pa.table({"_KEY_id": pa.array([1, 1, 2, 2, 3], pa.int64()),
+                     "_SEQUENCE_NUMBER": pa.array([5, 5, 1, 2, 0], pa.int64()),
+                     "_VALUE_KIND": pa.array([0, 0, 0, 3, 0], pa.int8()),
+                     "v": ["old", "new", "x", None, "y"],
+                     "_lakesink_file_rank": pa.array([0, 1, 1, 0, 0], pa.int32())})
+    spec = KeyedSpec(("id",), ("id",), (), ("id",), 1)
+    lsm = LsmOptions(5, 6, 1 << 20, False, False, "deduplicate", "snappy")
+    assert merge(data, spec, lsm).column("v").to_pylist() == ["new", "y"]   # key 2 deleted
+    first = merge(data.filter(pa.compute.not_equal(data.column("_VALUE_KIND"), 3)), spec,
+                  replace(lsm, merge_engine="first-row"))
+    assert first.column("v").to_pylist() == ["old", "x", "y"]
+    with pytest.raises(UnsupportedTableError, match="ignore-delete"):
+        merge(data, spec, replace(lsm, merge_engine="first-row"))
+    ignoring = merge(data, spec, replace(lsm, ignore_delete=True))
+    assert ignoring.column("v").to_pylist() == ["new", "x", "y"]
