@@ -1,4 +1,4 @@
-"""Run lakesink's benchmarks: `./dev bench [write|stream|read|commit|aggregate|keyed|jdbc|all] [--quick]`.
+"""Run lakesink's benchmarks: `./dev bench [write|stream|read|commit|aggregate|keyed|lsm|jdbc|all] [--quick]`.
 
 Every figure is a ratio measured side by side in the same run (medians of
 interleaved repeats), because these machines are noisy.
@@ -18,10 +18,13 @@ SUITES = {
     "aggregate": ("bench.bench_aggregate", {}, {}),
     "keyed": ("bench.bench_keyed", {"rows": 10_000_000, "keys": 1_000_000, "repeats": 3, "pypaimon_rows": 1_000_000},
               {"rows": 500_000, "keys": 50_000, "repeats": 1, "pypaimon_rows": 100_000}),
+    "lsm": ("bench.bench_lsm", {"batches": 200, "rows": 2_000, "keys": 100_000, "checkpoints": (50, 100, 200)},
+            {"batches": 24, "rows": 500, "keys": 10_000, "checkpoints": (12, 24), "scan_repeats": 1,
+             "stage_batches": 6}),
     "jdbc": ("bench.bench_jdbc", {"rows": 1_000_000, "repeats": 3, "batches": 40},
              {"rows": 100_000, "repeats": 1, "batches": 6}),
 }
-NEEDS_SPARK = {"write", "stream", "read", "keyed", "jdbc"}
+NEEDS_SPARK = {"write", "stream", "read", "keyed", "lsm", "jdbc"}
 
 
 def main(argv=None) -> int:

@@ -34,6 +34,9 @@ def referenced_data_files(path: str) -> set[str]:
     from pypaimon.utils.file_store_path_factory import canonical_data_file_path
 
     table = FileStoreTable.from_path(str(path))
+    if table.table_schema.options.get("merge-engine") == "first-row":
+        # Scans of first-row tables skip level-0 files (readers never see them): list them too.
+        table = table.copy({"merge-engine": "deduplicate"})
     out = set()
     for snap in table.snapshot_manager().list_snapshots():
         scan = table.copy({"scan.snapshot-id": str(snap.id)}).new_read_builder().new_scan()

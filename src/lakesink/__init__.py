@@ -272,19 +272,22 @@ def read_stream(spark: SparkSession, path: str, *, consumer_id: str | None = Non
 
 def compact(spark: SparkSession | None, path: str, partitions: Sequence[Mapping[str, object]] | None = None,
             target_size: int | str | None = None, *, progress: bool | Callable[[int, int], None] = True,
-            max_attempts: int = 5, options: Mapping[str, str] | None = None) -> CommitReport:
+            max_attempts: int = 5, options: Mapping[str, str] | None = None, full: bool = True) -> CommitReport:
     """Rewrite the small files of a table (path or name) or of some partitions into one COMPACT snapshot.
 
     Rewrites run on Spark's executors (on the driver with `spark=None`); the swap
     is one snapshot with Paimon's conflict check, safe beside running writers and
     streams (a conflict rebases and retries, up to `max_attempts`).
     `target_size` defaults to the table's `target-file-size`.
+    Primary-key tables get a full compaction of every bucket (deleted keys leave
+    for good); `full=False` compacts only buckets whose sorted runs pass
+    `num-sorted-run.compaction-trigger` (docs/compaction.md).
 
     >>> lakesink.compact(spark, "/data/wh/db.db/orders", partitions=[{"dt": "2024-05-01"}])   # doctest: +SKIP
     """
     from .spark.compact import compact as _compact
     return _compact(spark, path, partitions, target_size, progress=progress, max_attempts=max_attempts,
-                    options=options)
+                    options=options, full=full)
 
 
 def history(path: str, fs_options: Mapping[str, str] | None = None,

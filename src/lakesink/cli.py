@@ -726,9 +726,12 @@ def _partitions_callback(ctx, param, values):
               callback=_partitions_callback, help="Only this partition (repeatable).")
 @click.option("--target-size", default=None, help="e.g. '128 mb' (default: the table's target-file-size).")
 @click.option("--local", is_flag=True, help="Rewrite in this process instead of on a Spark session.")
+@click.option("--full/--triggered", default=True,
+              help="Primary-key tables: compact every bucket (default), or only buckets whose sorted runs "
+                   "pass num-sorted-run.compaction-trigger.")
 @_common()
 @click.pass_obj
-def compact(obj: State, table, partitions, target_size, local):
+def compact(obj: State, table, partitions, target_size, local, full):
     """Rewrite small files into one COMPACT snapshot; safe beside running writers."""
     from .spark.compact import compact as run_compaction
     path, fs = obj.open(table)
@@ -737,7 +740,7 @@ def compact(obj: State, table, partitions, target_size, local):
         from .spark.session import session
         spark = session("lakesink-compact", None, None)
     with obj.progress() as progress:
-        report = run_compaction(spark, path, partitions=partitions or None, target_size=target_size,
+        report = run_compaction(spark, path, partitions=partitions or None, target_size=target_size, full=full,
                                 progress=(lambda done, total: progress("rewriting", done, total)) if progress else False,
                                 options=fs)
     obj.emit({"snapshot_id": report.snapshot_id, "files_removed": report.files_removed,

@@ -235,7 +235,14 @@ _declare(
            "the Spark-native writer aim files at.", default_text="128 mb"),
     Option("compaction.min.file-num", "table", "int", 5, "Small files of one partition merged by the "
            "aggregator even below `target-file-size` (Paimon's default, 5).", minimum=2),
-    Option("write-only", "table", "bool", False, "Paimon: skip compaction in writers (stored)."),
+    Option("write-only", "table", "bool", False, "Paimon: writers never compact. Primary-key tables: turns "
+           "off lakesink's automatic compaction after commits (run `lakesink.compact` instead)."),
+    Option("num-sorted-run.compaction-trigger", "table", "int", 5, "Primary-key tables: a bucket with more "
+           "sorted runs than this (each level-0 file is one, each level above one) is fully compacted "
+           "after a commit (see [compaction.md](compaction.md)).", minimum=1),
+    Option("num-levels", "table", "int", None, "Primary-key tables: LSM levels; full compactions write "
+           "to the highest, `num-levels` - 1.", minimum=2,
+           default_text="`num-sorted-run.compaction-trigger` + 1"),
     Option("rowkind.field", "table", "string", None, "Keyed tables: the column holding each row's kind "
            "(`+I`, `-U`, `+U`, `-D`); other values fail the job.", default_text="none"),
     Option("snapshot.num-retained.min", "table", "int", 10, "Snapshots always kept by expiry.", minimum=1),

@@ -57,6 +57,12 @@ class MergingFileStoreCommit(FileStoreCommit):
         self.conflict_detection.check_conflicts = _typed_conflicts(self.conflict_detection.check_conflicts,
                                                                    table, commit_user)
 
+    def _set_fixed_bucket_commit_check(self, messages):
+        super()._set_fixed_bucket_commit_check(messages)
+        check = self.conflict_detection.fixed_bucket_commit_check
+        if check is not None:
+            self.conflict_detection.fixed_bucket_commit_check = _CompactionTolerantCheck(check)
+
     def _try_commit(self, *args, **kwargs):
         self._attempt = 0
         self._started_ms = int(time.time() * 1000)
@@ -87,13 +93,75 @@ class MergingFileStoreCommit(FileStoreCommit):
         return result
 
 
+class _CompactionTolerantCheck:
+    """pypaimon's fixed-bucket check (one writer per bucket: any file added to a bucket after
+    the snapshot a write's sequence numbers were planned on is a conflict), minus COMPACT
+    snapshots. A compaction keeps every row's sequence number and can only merge files that
+    were there before: whatever it adds is older than the write, which still overtakes it.
+    So an append planned before a compaction of its buckets commits after it (as Paimon's
+    writers beside a dedicated compaction job do). Overwrites keep the full check."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def check(self, latest, entries, commit_kind, snapshot_manager, scanner):
+        if commit_kind != "OVERWRITE":
+            scanner = _WithoutCompactions(scanner)
+        return self._inner.check(latest, entries, commit_kind, snapshot_manager, scanner)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+class _WithoutCompactions:
+    def __init__(self, scanner):
+        self._scanner = scanner
+
+    def read_incremental_raw_entries_from_changed_partitions(self, snapshot, *args, **kwargs):
+        if snapshot.commit_kind == "COMPACT":
+            return []
+        return self._scanner.read_incremental_raw_entries_from_changed_partitions(snapshot, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._scanner, name)
+
+
+def lsm_conflict(base_entries, delta_entries) -> str | None:
+    """Paimon's LSM check for primary-key tables: in every (partition, bucket), the files of
+    one level >= 1 form one sorted run (key ranges do not overlap). A description of the
+    first violation the delta brings, or None."""
+    from pypaimon.manifest.schema.file_entry import FileEntry
+
+    touched = {(tuple(e.partition.values), e.bucket, e.file.level) for e in delta_entries
+               if e.kind == 0 and e.file.level > 0}
+    if not touched:
+        return None
+    runs: dict[tuple, list] = {}
+    for e in FileEntry.merge_entries(list(base_entries) + list(delta_entries)):
+        key = (tuple(e.partition.values), e.bucket, e.file.level)
+        if e.kind == 0 and key in touched:
+            runs.setdefault(key, []).append(e.file)
+    for (partition, bucket, level), files in runs.items():
+        files.sort(key=lambda f: tuple(f.min_key.values))
+        for a, b in zip(files, files[1:]):
+            if tuple(b.min_key.values) <= tuple(a.max_key.values):
+                return (f"LSM conflicts detected: files {a.file_name} and {b.file_name} of partition "
+                        f"{partition}, bucket {bucket} overlap at level {level}")
+    return None
+
+
 def _typed_conflicts(check, table, commit_user: str):
     """pypaimon reports a conflict as a plain RuntimeError it returns and raises: make it a
     `CommitConflictError`, so callers tell conflicts by type. Row-id conflicts stay as they
     are: pypaimon rewrites those itself."""
 
-    def checked(*args, **kwargs):
-        found = check(*args, **kwargs)
+    keyed = table.is_primary_key_table
+
+    def checked(latest_snapshot, base_entries, delta_entries, *args, **kwargs):
+        found = check(latest_snapshot, base_entries, delta_entries, *args, **kwargs)
+        if found is None and keyed:
+            described = lsm_conflict(base_entries, delta_entries)
+            found = RuntimeError(described) if described else None
         if found is None or isinstance(found, RowIdExistenceConflict):
             return found
         error = CommitConflictError(f"Commit to {table.table_path} conflicts with a concurrent change: {found}",

@@ -41,7 +41,9 @@ from ..protocol.state import StateStore
 from ..protocol.target import CommitReport
 from . import identity
 from .commit import new_file_store_commit
+from . import lsm
 from .datafiles import StagedFile, TableLayout, place, table_path_of
+from .keyed import KeyedSpec
 from .rewrite import RewriteTask, Rewriter, rewrite_on_driver
 from .target import PaimonTarget
 
@@ -168,6 +170,97 @@ class SmallFileAggregator(Aggregator[StagedFile]):
         if rows > 0 and size > 0:
             observed = size / rows
             self.bytes_per_row = observed if self.bytes_per_row <= 0 else 0.7 * self.bytes_per_row + 0.3 * observed
+
+
+# -- primary-key tables: full compaction of buckets ----------------------------------------
+
+class KeyedCompactionAggregator(Aggregator[StagedFile]):
+    """Full compaction of primary-key buckets (see `lsm`), as the coordinator's aggregator.
+
+    Level-0 files are what it carries: they tell which buckets got new sorted runs. A round
+    works on every live file of those buckets, read from the table (a full compaction must
+    merge all of them: leaving one out could resurrect a deleted key), and fully compacts
+    each bucket whose sorted runs pass `num-sorted-run.compaction-trigger` (every bucket not
+    yet fully compacted with `force`, as `lakesink.compact` does). A bucket holding files of
+    an older schema is left alone.
+    """
+
+    merges = True
+
+    def __init__(self, target: PaimonTarget, staging_dir: str, force: bool = False,
+                 target_size: int | None = None, executor_bytes: int = EXECUTOR_REWRITE_BYTES,
+                 distributed: Rewriter | None = None):
+        self.target = target
+        self.staging_dir = staging_dir
+        self.force = force
+        self.target_size = target_size
+        self.executor_bytes = executor_bytes
+        self.distributed = distributed
+        self.skipped: list[tuple] = []  # buckets left alone in the last round (older schemas)
+        self.refresh()
+
+    def refresh(self) -> None:
+        self.table = self.target.table(refresh=True)
+        lsm.check_compactable(self.table)
+        self.layout = TableLayout.of(self.table)
+        self.spec = KeyedSpec.of_table(self.table)
+        self.lsm = lsm.LsmOptions.of_table(self.table)
+        if self.target_size:
+            self.lsm = replace(self.lsm, target_size=int(self.target_size))
+
+    def pre_aggregate_key(self, f: StagedFile):
+        return (tuple(f.partition), f.bucket)
+
+    def carries(self, f: StagedFile) -> bool:
+        return f.meta.level == 0
+
+    def inputs(self, committables: list[StagedFile]) -> list[StagedFile]:
+        self.refresh()
+        keys = {self.pre_aggregate_key(c) for c in committables}
+        return [f for f in live_files(self.table) if self.pre_aggregate_key(f) in keys]
+
+    def wants(self, files: Sequence[StagedFile]) -> bool:
+        if self.force:
+            return not self.lsm.fully_compacted(files)
+        return self.lsm.needs_compaction(files)
+
+    def aggregate(self, committables: list[StagedFile]) -> list[StagedFile]:
+        return self.aggregate_all({None: committables})[None]
+
+    def aggregate_all(self, groups: dict) -> dict:
+        result = {key: list(files) for key, files in groups.items()}
+        keys, tasks = [], []
+        self.skipped = []
+        for key, files in groups.items():
+            if not files or not self.wants(files):
+                continue
+            if any(f.meta.schema_id != self.layout.schema_id for f in files):
+                log.info("bucket %s of %s holds files of an older schema: not compacted", key, self.target.path)
+                self.skipped.append(key)
+                continue
+            keys.append(key)
+            tasks.append(self.task_for(files))
+        for key, outputs in zip(keys, self.rewrite(tasks)):
+            result[key] = list(outputs)
+        return result
+
+    def task_for(self, files: Sequence[StagedFile]) -> lsm.KeyedCompactTask:
+        return lsm.task_for(files, lambda f: table_path_of(self.table, f), self.staging_dir, self.layout,
+                            self.spec, self.lsm, self.target.fs_options)
+
+    def rewrite(self, tasks: Sequence[lsm.KeyedCompactTask]) -> list[list[StagedFile]]:
+        if not tasks:
+            return []
+        volume = sum(t.input_bytes for t in tasks)
+        if self.distributed is not None and volume >= self.executor_bytes and len(tasks) > 1:
+            return self.distributed(tasks)
+        return rewrite_on_driver(tasks)
+
+
+def compacts_after_commit(table_options: dict, primary_keys) -> bool:
+    """Whether writes of a primary-key table compact its buckets after each commit
+    (Paimon's writers do, unless `write-only`)."""
+    return bool(primary_keys) and not registry.table_value(table_options, "write-only")
 
 
 # -- compaction commits -----------------------------------------------------------------
@@ -330,6 +423,8 @@ def new_coordinator(target: PaimonTarget, commit_user: str, store: StateStore | 
     compaction = PaimonCompactionTarget(target)
     table = target.table_or_create()
     staging = compaction.staging_dir(commit_user + ".compact")
+    if aggregator is None and table.is_primary_key_table:
+        aggregator = KeyedCompactionAggregator(target, staging, distributed=distributed)
     aggregator = aggregator or SmallFileAggregator(table, staging, fs_options=target.fs_options,
                                                    distributed=distributed)
     return Coordinator(aggregator, compaction, commit_user, store)

@@ -191,16 +191,27 @@ def describe_keyed(path: str, layout: TableLayout, spec: KeyedSpec, file_io,
     if not spec.has_primary_key:
         # Fixed-bucket append file: sequence numbers count its rows from the bucket's next free one.
         return staged
+    first, last, float_keys = _edge_keys(path, spec, file_io, metadata)
+    deletes = _retractions(path, file_io) if spec.rowkind_field else 0
+    return with_key_value_meta(staged, metadata, layout, spec, first, last, float_keys, deletes)
+
+
+def with_key_value_meta(staged: StagedFile, metadata: pq.FileMetaData, layout: TableLayout, spec: KeyedSpec,
+                        first: list, last: list, float_keys: dict, deletes: int, level: int = 0,
+                        file_source: int = 0) -> StagedFile:
+    """`staged` (described as a plain file) with what a key-value file's metadata holds besides:
+    first and last key, key stats (footer min/max; `float_keys` {key: (min, max, nulls)} for keys
+    the footer cannot tell), sequence-number range, retractions, LSM level and file source
+    (Paimon's FileSource: 0 APPEND, 1 COMPACT)."""
     fields = {f.name: f for f in layout.fields}
     key_fields = [fields[k] for k in spec.trimmed_keys]
-    first, last, float_keys = _edge_keys(path, spec, file_io, metadata)
     key_stats = _key_stats(metadata, key_fields, float_keys)
     seq = column_stats(metadata, [_long_field(SEQUENCE)], {SEQUENCE: pa.int64()})[SEQUENCE]
-    deletes = _retractions(path, file_io) if spec.rowkind_field else 0
     staged.meta = dataclasses.replace(
         staged.meta,
         min_key=GenericRow(first, key_fields), max_key=GenericRow(last, key_fields), key_stats=key_stats,
-        min_sequence_number=seq[0], max_sequence_number=seq[1], delete_row_count=deletes)
+        min_sequence_number=seq[0], max_sequence_number=seq[1], delete_row_count=deletes,
+        level=level, file_source=file_source)
     return staged
 
 

@@ -6,10 +6,12 @@ tables. Writes nothing; every refusal happens here, before Spark starts.
 
 from __future__ import annotations
 
+import logging
+
 import pyarrow as pa
 
 from .. import storage
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, UnsupportedTableError
 from ..options import WriteOptions
 from . import tables
 from .datafiles import TableLayout
@@ -17,6 +19,8 @@ from .keyed import KeyedSpec, check_keyed_table, is_keyed_table, next_sequence_n
 from .publish import publication_kind
 from .sink import check_options_match, check_types, plan_layout
 from .target import PaimonTarget, TableSpec
+
+log = logging.getLogger(__name__)
 
 
 def wants_keyed(path: str, options: WriteOptions) -> bool:
@@ -80,3 +84,22 @@ def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions):
 
 def _keys_not_null(schema: pa.Schema, keys) -> pa.Schema:
     return pa.schema([f.with_nullable(False) if f.name in keys else f for f in schema])
+
+
+def compacts_automatically(target: PaimonTarget, options: WriteOptions) -> bool:
+    """Whether this keyed write compacts its buckets after its commit: primary-key tables do,
+    unless `write-only` (docs/compaction.md); the table's own options, or the write's for a new one."""
+    from .compaction import compacts_after_commit
+    from .lsm import check_compactable
+    table = target.table()
+    if table is None:
+        return compacts_after_commit(options.table_options, target.create.primary_keys if target.create else [])
+    if not compacts_after_commit(dict(table.table_schema.options), table.primary_keys):
+        return False
+    try:
+        check_compactable(table)
+    except UnsupportedTableError as exc:  # written, never compacted by lakesink (docs/compaction.md)
+        log.info("%s is not compacted after writes: %s", target.path, exc)
+        return False
+    return True
+

@@ -58,13 +58,19 @@ def rewrite(task: RewriteTask) -> StagedFile:
     return replace(staged, bucket=task.bucket)
 
 
-# Runs rewrite tasks somewhere (threads here, an engine's executors, ...): the engine
-# binding passes one in; `rewrite_on_driver` is the default.
-Rewriter = Callable[[Sequence[RewriteTask]], list[StagedFile]]
+def run_task(task):
+    """Run one picklable task: a `RewriteTask` (→ one StagedFile) or any task with a `run()`
+    method, e.g. `lsm.KeyedCompactTask` (→ the list of files it wrote)."""
+    return task.run() if hasattr(task, "run") else rewrite(task)
 
 
-def rewrite_on_driver(tasks: Sequence[RewriteTask], threads: int = 4) -> list[StagedFile]:
+# Runs tasks somewhere (threads here, an engine's executors, ...) and returns their results in
+# order (`run_task`): the engine binding passes one in; `rewrite_on_driver` is the default.
+Rewriter = Callable[[Sequence], list]
+
+
+def rewrite_on_driver(tasks: Sequence, threads: int = 4) -> list:
     if len(tasks) <= 1:
-        return [rewrite(t) for t in tasks]
+        return [run_task(t) for t in tasks]
     with ThreadPoolExecutor(min(threads, len(tasks))) as pool:
-        return list(pool.map(rewrite, tasks))
+        return list(pool.map(run_task, tasks))

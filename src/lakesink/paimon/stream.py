@@ -35,7 +35,7 @@ from ..options import WriteOptions
 from ..protocol import Committer, CommitReport, PendingStore, StateStore, crashpoints
 from ..protocol.pipelined import IDLE_SECONDS, CheckpointLock, ask_to_stop, raise_recorded_error
 from .datafiles import StagedFile, TableLayout
-from .keyed_target import prepare_keyed_target, wants_keyed
+from .keyed_target import compacts_automatically, prepare_keyed_target, wants_keyed
 from .sink import prepare_target
 
 log = logging.getLogger(__name__)
@@ -59,8 +59,10 @@ class StreamSink:
         self.query_id = query_id
         self.rewriter = None  # the engine's distributed rewrite for the aggregator (else threads)
         self.keyed = None  # the KeyedSpec of a primary-key / fixed-bucket table
+        self.compacts = False  # primary-key tables: full compaction of buckets after each commit
         if wants_keyed(path, options):
             self.target, self.layout, self.keyed, _ = prepare_keyed_target(path, schema, options)
+            self.compacts = compacts_automatically(self.target, options)
         else:
             self.target, self.layout = prepare_target(path, schema, options, path_name)
         self.target.empty_commits = options.commit_empty_batches
@@ -118,7 +120,9 @@ class StreamSink:
         Processes that only accept or abort a batch use `_plain_committer`.
         """
         committer = self._plain_committer()
-        if self.options.aggregator:  # small files binned and compacted after each commit
+        if self.options.aggregator or self.compacts:
+            # Small files binned and compacted after each commit (append tables); buckets of
+            # primary-key tables compacted when their sorted runs pass the trigger.
             from .compaction import coordinated
             committer = coordinated(committer, self.store, self.rewriter)
         return committer

@@ -218,11 +218,15 @@ class PaimonTarget(CommitTarget[StagedFile]):
         return [fields[k] for k in self.create.partition_keys]
 
     def _key_fields(self):
-        """The file key's fields (primary key minus partition columns): key-value files need them."""
+        """The fields of a key-value file's min/max key (the primary key minus partition
+        columns); None for tables without a primary key."""
         table = self.table()
         if table is not None:
-            return table.trimmed_primary_keys_fields
-        fields = self._planned_fields()
+            return table.trimmed_primary_keys_fields or None
+        if not self.create.primary_keys:
+            return None
+        from pypaimon.schema.data_types import PyarrowFieldParser
+        fields = {f.name: f for f in PyarrowFieldParser.to_paimon_schema(self.create.schema)}
         return [fields[k] for k in self.create.primary_keys if k not in self.create.partition_keys]
 
     def _planned_fields(self) -> dict:
@@ -255,7 +259,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
 
     def decode(self, data: dict) -> StagedFile:
         message = deserialize_commit_message(base64.b64decode(data["message"]), self._partition_fields(),
-                                             self._key_fields() or None,
+                                             self._key_fields(),
                                              version=int(data["paimon_commit_message_v"]))
         schema = data.get("table_schema")
         return StagedFile(partition=tuple(message.partition), bucket=message.bucket,

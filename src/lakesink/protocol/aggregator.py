@@ -37,6 +37,16 @@ C = TypeVar("C")
 class Aggregator(ABC, Generic[C]):
     """Turns the committables of one key into committables holding the same rows."""
 
+    # True for an aggregator whose results hold the inputs' rows *merged by key* (a primary-key
+    # compaction): retractions may remove rows, so a key may end with no committable at all.
+    merges: bool = False
+
+    def inputs(self, committables: list[C]) -> list[C]:
+        """What a round works on, given the carried committables (default: those). An aggregator
+        that must see the table's own state (a primary-key compaction needs every live file of a
+        bucket) returns that instead; what it `carries` of them is offered again next round."""
+        return committables
+
     def pre_aggregate_key(self, committable: C) -> Hashable:
         """Which committables meet in one `aggregate` call (default: all)."""
         return None
@@ -118,7 +128,7 @@ def run_aggregator(aggregator: Aggregator[C], committables: Sequence[C],
             seen.add(ident)
             (result.kept if ident in inputs else new).append(c)
         replaced = [c for ident, c in inputs.items() if ident not in seen]
-        if bool(replaced) != bool(new):
+        if bool(replaced) != bool(new) and not (aggregator.merges and replaced):
             raise ConfigurationError(
                 f"aggregator {type(aggregator).__name__} {'dropped' if replaced else 'added'} committables "
                 f"of key {key!r} without {'replacing' if replaced else 'removing'} any: "

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -130,6 +131,7 @@ class RoundReport:
     carried: int = 0
     conflict: str | None = None
     error: str | None = None
+    duration_ms: float = 0.0   # the whole round: planning, rewrites, the compaction commit
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -169,6 +171,7 @@ class Coordinator(Generic[C]):
     def commit_finished(self, checkpoint: int, landed: bool) -> RoundReport | None:
         """The append of `checkpoint` finished: deliver held events, aggregate, save. Never raises:
         the append already landed, compaction problems must not fail the writer."""
+        started = time.perf_counter()
         with self._round_lock:
             try:
                 if landed:
@@ -186,6 +189,8 @@ class Coordinator(Generic[C]):
                     self._committing = None
             if landed:
                 self._save_quietly(checkpoint)
+            if report is not None:
+                report.duration_ms = (time.perf_counter() - started) * 1000
             return report
 
     def flush(self, checkpoint: int) -> RoundReport | None:
@@ -263,7 +268,9 @@ class Coordinator(Generic[C]):
             self._resolve_pending(checkpoint)
         if not self.bins:
             return None
-        plan = run_aggregator(self.aggregator, list(self.bins.values()), self.target.identity)
+        committables = self.aggregator.inputs(list(self.bins.values()))
+        self.bins = {self.target.identity(c): c for c in committables if self.aggregator.carries(c)}
+        plan = run_aggregator(self.aggregator, committables, self.target.identity)
         if not plan.changed:
             return RoundReport(checkpoint, carried=len(self.bins))
         identifier = (self.target.last_committed(self.compact_user) or 0) + 1

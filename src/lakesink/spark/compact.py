@@ -23,7 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from ..errors import CommitConflictError, ConfigurationError
 from ..paimon import tables
 from ..paimon.catalog import resolve
-from ..paimon.compaction import PaimonCompactionTarget, SmallFileAggregator, live_files
+from ..paimon.compaction import (KeyedCompactionAggregator, PaimonCompactionTarget, SmallFileAggregator,
+                                 live_files)
 from ..paimon.rewrite import rewrite_on_driver
 from ..paimon.target import PaimonTarget
 from ..protocol.aggregator import group_by_key
@@ -40,8 +41,14 @@ ProgressFn = Callable[[int, int], None]
 
 def compact(spark, path: str, partitions: Sequence[Mapping[str, object]] | None = None,
             target_size: int | str | None = None, *, progress: bool | ProgressFn = True,
-            max_attempts: int = 5, options: Mapping[str, str] | None = None) -> CommitReport:
+            max_attempts: int = 5, options: Mapping[str, str] | None = None,
+            full: bool = True) -> CommitReport:
     """Rewrite the small files of the Paimon table at `path` into one COMPACT snapshot.
+
+    Primary-key tables: a full compaction of every bucket (of `partitions`) not yet fully
+    compacted, each bucket merged into one sorted run at the highest level, deleted keys gone
+    (`paimon.lsm`); `full=False` compacts only the buckets whose sorted runs pass
+    `num-sorted-run.compaction-trigger`, as writers do after their commits.
 
     >>> report = lakesink.compact(spark, "/data/wh/db.db/orders",
     ...                           partitions=[{"dt": "2024-05-01"}], target_size="128 mb")  # doctest: +SKIP
@@ -62,9 +69,11 @@ def compact(spark, path: str, partitions: Sequence[Mapping[str, object]] | None 
     table = target.table()
     if table is None:
         raise ConfigurationError(f"Table {target.path} does not exist: nothing to compact.")
-    tables.check_writable(table, PATH_NAME)
     if partitions is not None:
         _check_partitions(table, partitions)
+    if table.is_primary_key_table:
+        return _compact_keyed(spark, target, partitions, size, full, progress, max_attempts)
+    tables.check_writable(table, PATH_NAME)
     compaction = PaimonCompactionTarget(target)
     user = f"lakesink-compact-{uuid.uuid4()}"
     aggregator = SmallFileAggregator(table, compaction.staging_dir(user), target_size=size,
@@ -99,6 +108,69 @@ def compact(spark, path: str, partitions: Sequence[Mapping[str, object]] | None 
             raise CommitConflictError(
                 f"Compaction of {target.path} conflicted {conflicts} times with other compactions; "
                 "its rewritten files were removed and the table is unchanged. Run it again later.")
+    finally:
+        compaction.clean_staging(user, [])
+        target.forget_commit_user(user)
+
+
+def _compact_keyed(spark, target: PaimonTarget, partitions, size: int | None, full: bool, progress,
+                   max_attempts: int) -> CommitReport:
+    """Full compaction of the buckets of a primary-key table, committed as one COMPACT snapshot.
+
+    A conflict (another commit removed an input: another compaction, an overwrite) rebases:
+    buckets whose inputs are all still live keep their outputs; the others' outputs are
+    deleted and those buckets are planned again on the new state, up to `max_attempts`.
+    """
+    compaction = PaimonCompactionTarget(target)
+    user = f"lakesink-compact-{uuid.uuid4()}"
+    aggregator = KeyedCompactionAggregator(target, compaction.staging_dir(user), force=full, target_size=size)
+    run_tasks = ((lambda tasks, on_progress: rewrite_on_spark(spark, tasks, on_progress))
+                 if spark is not None and not is_connect(spark) else (lambda tasks, _: rewrite_on_driver(tasks)))
+    done: dict = {}   # bucket -> (its files, the files replacing them)
+    conflicts, skipped = 0, set()
+    try:
+        with _progress_bar(progress) as on_progress:
+            todo = None  # None: every bucket
+            for attempt in range(1, max_attempts + 1):
+                aggregator.refresh()
+                groups = group_by_key(aggregator, live_files(aggregator.table, partitions))
+                keys, tasks = [], []
+                for key, files in groups.items():
+                    if (todo is None or key in todo) and aggregator.wants(files):
+                        if any(f.meta.schema_id != aggregator.layout.schema_id for f in files):
+                            skipped.add(key)
+                            continue
+                        keys.append(key)
+                        tasks.append(aggregator.task_for(files))
+                for key, task, outputs in zip(keys, tasks, run_tasks(tasks, on_progress)):
+                    done[key] = (groups[key], list(outputs))
+                if not done:
+                    return CommitReport(user, 0, extra={"buckets": 0, "conflicts": conflicts,
+                                                        "skipped": sorted(skipped)})
+                replaced = [f for files, _ in done.values() for f in files]
+                new = [o for _, outputs in done.values() for o in outputs]
+                try:
+                    report = compaction.commit_compaction(user, attempt, replaced, new,
+                                                          {"lakesink.compaction-job": "true",
+                                                           "lakesink.full-compaction": str(full).lower()})
+                except CommitConflictError as exc:
+                    conflicts += 1
+                    log.info("compaction of %s conflicts (attempt %d): %s; rebasing", target.path, attempt, exc)
+                    live = {compaction.identity(f) for f in compaction.live(replaced)}
+                    todo = set()
+                    for key, (files, outputs) in list(done.items()):
+                        if not all(compaction.identity(f) in live for f in files):
+                            compaction.discard(outputs)
+                            del done[key]
+                            todo.add(key)  # planned again on the new state
+                    continue
+                report.attempts = attempt
+                report.extra.update(buckets=len(done), conflicts=conflicts, skipped=sorted(skipped))
+                return report
+            compaction.discard([o for _, outputs in done.values() for o in outputs])
+            raise CommitConflictError(
+                f"Compaction of {target.path} conflicted {conflicts} times with other commits; its "
+                "rewritten files were removed and the table is unchanged. Run it again later.")
     finally:
         compaction.clean_staging(user, [])
         target.forget_commit_user(user)

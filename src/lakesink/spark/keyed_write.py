@@ -8,13 +8,14 @@ import pyarrow.parquet as pq
 
 from ..options import WriteOptions
 from ..paimon.keyed import describe_keyed, next_sequence_numbers
-from ..paimon.keyed_target import prepare_keyed_target
+from ..paimon.keyed_target import compacts_automatically, prepare_keyed_target
 from ..paimon.sink import BatchWrite
 from ..protocol import CommitReport, crashpoints
 from .arrow import spark_to_arrow
 from .keyed import keyed_frame, translate_error
 from .bucket import key_type
 from .output import check_spark_can_write, ensure_micros_timestamps, list_parquet_files
+from .rewrite import distributed
 
 
 def write_keyed(df, path: str, mode: str, opts: WriteOptions, path_name: str) -> CommitReport:
@@ -26,6 +27,10 @@ def write_keyed(df, path: str, mode: str, opts: WriteOptions, path_name: str) ->
     session_mode = df.sparkSession.conf.get("spark.sql.sources.partitionOverwriteMode", "static")
     job = BatchWrite.plan(path, spark_to_arrow(df.schema), opts, mode, path_name, session_mode,
                           prepare=lambda *_: (target, layout))
+    # Primary-key tables: buckets whose sorted runs pass the trigger are compacted after the
+    # commit (unless write-only), by the same coordinator as the small-file aggregator.
+    job.aggregate = job.aggregate or compacts_automatically(target, opts)
+    job.rewriter = distributed(df.sparkSession)
     if job.already_committed():
         return CommitReport(job.commit_user, job.identifier, skipped_replay=True)
     files = []

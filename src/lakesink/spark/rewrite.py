@@ -1,8 +1,9 @@
 """Rewrites of small files on Spark's executors: the distributed executor the Paimon connector takes.
 
 The connector's aggregator and `lakesink.compact` plan rewrite tasks (picklable
-`RewriteTask`s, one per bin of small files); here one Spark job runs them, one
-task per bin, with progress read from Spark's status tracker.
+`RewriteTask`s, one per bin of small files; `KeyedCompactTask`s, one per bucket
+of a primary-key table); here one Spark job runs them, one task each, with
+progress read from Spark's status tracker.
 """
 
 from __future__ import annotations
@@ -11,23 +12,23 @@ import threading
 import uuid
 from collections.abc import Sequence
 
-from ..paimon.rewrite import RewriteTask, Rewriter, rewrite
-from ..paimon.datafiles import StagedFile
+from ..paimon.rewrite import Rewriter, run_task
 from .session import is_connect
 
 
-def rewrite_on_spark(spark, tasks: Sequence[RewriteTask], on_progress=None) -> list[StagedFile]:
-    """One Spark job, one task per bin. `on_progress(done, total)` is polled while it runs."""
+def rewrite_on_spark(spark, tasks: Sequence, on_progress=None) -> list:
+    """One Spark job, one task per bin (or per bucket of a keyed compaction); their results in
+    order. `on_progress(done, total)` is polled while it runs."""
     if not tasks:
         return []
     sc = spark.sparkContext
     group = f"lakesink-compact-{uuid.uuid4().hex[:8]}"
-    sc.setJobGroup(group, f"lakesink: rewrite {len(tasks)} bins of small files", interruptOnCancel=True)
+    sc.setJobGroup(group, f"lakesink: compaction, {len(tasks)} tasks", interruptOnCancel=True)
     result: dict = {}
 
     def run():
         try:
-            result["files"] = sc.parallelize(list(tasks), len(tasks)).map(rewrite).collect()
+            result["files"] = sc.parallelize(list(tasks), len(tasks)).map(run_task).collect()
         except BaseException as exc:  # surfaced on the caller's thread
             result["error"] = exc
 

@@ -1,0 +1,262 @@
+"""Full compaction of one bucket of a primary-key table: Paimon's LSM merge, engine-neutral.
+
+A primary-key bucket is an LSM tree: every write adds level-0 files (each one
+a sorted run), compaction merges runs into higher levels, each level >= 1 is
+one sorted run. A *full* compaction reads every data file of one (partition,
+bucket), merges the versions of each key as the merge engine says, and writes
+the survivors, sorted by key, as one sorted run at the table's highest level
+(`num-levels` - 1). Output goes to the highest level, so retractions leave for
+good (Paimon drops deletes only there).
+
+Merge order, as Paimon's readers merge: by key, then `sequence.field` (nulls
+first), then `_SEQUENCE_NUMBER`; equal versions by file age (higher levels are
+older than lower ones, level-0 files by sequence range). `deduplicate` keeps
+the last version, `first-row` the first; a surviving `-U`/`-D` removes the key;
+with `ignore-delete` retractions are ignored before merging.
+
+`KeyedCompactTask` is picklable: an engine runs it on its executors (the
+`Rewriter` of `paimon.rewrite`) or `rewrite_on_driver` runs it here. Planning
+(which buckets, when) and committing live in `paimon.compaction`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .. import options as registry
+from .. import storage
+from ..errors import UnsupportedTableError
+from ..protocol import crashpoints
+from . import parquet_layout
+from .datafiles import StagedFile, TableLayout, describe_parquet
+from .keyed import KEY_PREFIX, RETRACT_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec, with_key_value_meta
+
+COMPACT_FILE_SOURCE = 1  # Paimon's FileSource.COMPACT
+_RANK = "_lakesink_file_rank"
+
+
+@dataclass(frozen=True)
+class LsmOptions:
+    """A primary-key table's compaction options, as Paimon reads them (picklable)."""
+
+    trigger: int             # num-sorted-run.compaction-trigger
+    num_levels: int          # num-levels; Paimon's default: trigger + 1
+    target_size: int         # target-file-size (Paimon's default for primary-key tables: 128 MB)
+    write_only: bool         # write-only: writers never compact
+    ignore_delete: bool      # ignore-delete (and its merge-engine specific aliases)
+    merge_engine: str
+    compression: str
+
+    @property
+    def max_level(self) -> int:
+        return self.num_levels - 1
+
+    @classmethod
+    def of_table(cls, table) -> LsmOptions:
+        raw = registry.table_options_of(table)
+        trigger = registry.table_value(raw, "num-sorted-run.compaction-trigger")
+        levels = registry.table_value(raw, "num-levels")
+        engine = str(raw.get("merge-engine", "deduplicate")).strip().lower()
+        return cls(trigger=trigger, num_levels=levels if levels is not None else trigger + 1,
+                   target_size=table.options.target_file_size(True),
+                   write_only=registry.table_value(raw, "write-only"),
+                   ignore_delete=bool(table.options.ignore_delete()), merge_engine=engine,
+                   compression=registry.table_value(raw, "file.compression"))
+
+    def sorted_runs(self, files: Sequence[StagedFile]) -> int:
+        """Sorted runs of one bucket: each level-0 file is one, each non-empty level above one."""
+        return sum(1 for f in files if f.meta.level == 0) + len({f.meta.level for f in files if f.meta.level > 0})
+
+    def needs_compaction(self, files: Sequence[StagedFile]) -> bool:
+        """The automatic policy: more sorted runs than the trigger (Paimon's universal compaction
+        fires at `runs > num-sorted-run.compaction-trigger`). First-row tables also compact any
+        level-0 file at once: Paimon's readers skip level 0 of first-row tables, and Paimon's own
+        writers force level-0 files up after each write for them (lookup compaction)."""
+        if self.merge_engine == "first-row" and any(f.meta.level == 0 for f in files):
+            return True
+        return self.sorted_runs(files) > self.trigger
+
+    def fully_compacted(self, files: Sequence[StagedFile]) -> bool:
+        """One sorted run at the highest level without retractions: a full compaction changes nothing."""
+        return all(f.meta.level == self.max_level and not (f.meta.delete_row_count or 0) for f in files)
+
+
+def check_compactable(table) -> None:
+    """Refuse primary-key tables lakesink cannot compact, naming the option."""
+    from .keyed import MERGE_ENGINES, check_keyed_table
+    check_keyed_table(table, None)  # Parquet only; no deletion vectors, no changelog producer
+    engine = str(table.table_schema.options.get("merge-engine", "deduplicate")).strip().lower()
+    if engine not in MERGE_ENGINES:
+        raise UnsupportedTableError(
+            f"{table.table_path} has merge-engine={engine}, which lakesink does not compact yet "
+            f"(it compacts {' and '.join(MERGE_ENGINES)} tables); compact it with Paimon's own compaction.")
+    if not table.options.sequence_field_sort_order_is_ascending():
+        raise UnsupportedTableError(
+            f"{table.table_path} has sequence.field.sort-order=descending, which lakesink does not "
+            "compact yet; compact it with Paimon's own compaction.")
+    problem = parquet_layout.nanosecond_layout_problem(TableLayout.of(table).arrow_schema())
+    if problem is not None:
+        raise UnsupportedTableError(f"{table.table_path}: lakesink cannot compact this table: {problem}.")
+
+
+def age_order(files: Sequence[StagedFile]) -> list[StagedFile]:
+    """Files oldest first: higher levels before lower ones, level 0 last by sequence range."""
+    return sorted(files, key=lambda f: (f.meta.level == 0, -f.meta.level, f.meta.max_sequence_number,
+                                        f.meta.min_sequence_number, f.meta.file_name))
+
+
+@dataclass(frozen=True)
+class KeyedCompactTask:
+    """Fully compact the files of one (partition, bucket). Picklable (Spark tasks)."""
+
+    inputs: tuple          # paths of every data file of the bucket, oldest first (`age_order`)
+    input_bytes: int
+    input_rows: int
+    partition: tuple
+    bucket: int
+    output_dir: str        # staging directory of the new files
+    layout: TableLayout
+    spec: KeyedSpec
+    lsm: LsmOptions
+    fs_options: dict | None = None
+
+    def run(self) -> list[StagedFile]:
+        return compact_bucket(self)
+
+
+def kv_schema(layout: TableLayout, spec: KeyedSpec) -> pa.Schema:
+    """The key-value file schema: `_KEY_<k>`..., `_SEQUENCE_NUMBER`, `_VALUE_KIND`, table columns."""
+    values = layout.arrow_schema()
+    keys = [pa.field(KEY_PREFIX + k, values.field(k).type, nullable=False) for k in spec.trimmed_keys]
+    return pa.schema(keys + [pa.field(SEQUENCE, pa.int64(), nullable=False),
+                             pa.field(VALUE_KIND, pa.int8(), nullable=False)] + list(values))
+
+
+def merge(data: pa.Table, spec: KeyedSpec, lsm: LsmOptions) -> pa.Table:
+    """The surviving version of every key, sorted by key, retractions dropped (the highest level).
+
+    `data` holds the rows of all files of one bucket with a `_lakesink_file_rank` column (file
+    age, oldest lowest); the result has the columns of `data` but that one.
+    """
+    retract = pc.is_in(data.column(VALUE_KIND), pa.array(RETRACT_KINDS, pa.int8()))
+    if lsm.ignore_delete:
+        data = data.filter(pc.invert(retract))
+    elif lsm.merge_engine == "first-row" and pc.any(retract).as_py():
+        raise UnsupportedTableError(
+            "a first-row table holds retractions (-U/-D), which merge-engine=first-row cannot merge; "
+            "set ignore-delete=true on the table to ignore them, as Paimon asks.")
+    keys = [KEY_PREFIX + k for k in spec.trimmed_keys]
+    order = ([(k, "ascending") for k in keys] + [(c, "ascending") for c in spec.sequence_fields]
+             + [(SEQUENCE, "ascending"), (_RANK, "ascending")])
+    data = data.take(pc.sort_indices(data, sort_keys=order, null_placement="at_start"))
+    n = data.num_rows
+    if n > 1:
+        same = None  # same[i]: row i has the key of row i + 1
+        for k in keys:
+            column = data.column(k)
+            eq = pc.equal(column.slice(0, n - 1), column.slice(1))
+            same = eq if same is None else pc.and_(same, eq)
+        differs = pc.invert(same)
+        if lsm.merge_engine == "first-row":   # the first version of each key
+            keep = pa.concat_arrays([pa.array([True])] + differs.chunks)
+        else:                                   # deduplicate: the last
+            keep = pa.concat_arrays(differs.chunks + [pa.array([True])])
+        data = data.filter(keep)
+    survivors = data.filter(pc.invert(pc.is_in(data.column(VALUE_KIND), pa.array(RETRACT_KINDS, pa.int8()))))
+    return survivors.drop_columns([_RANK])
+
+
+def read_bucket(task: KeyedCompactTask, schema: pa.Schema) -> pa.Table:
+    """Every row of the bucket's files, cast to `schema`, with each file's age rank."""
+    file_io = storage.file_io(task.output_dir, task.fs_options)
+    parts = []
+    for rank, path in enumerate(task.inputs):
+        with file_io.new_input_stream(path) as source:
+            part = pq.ParquetFile(source).read(columns=schema.names)
+        part = part.select(schema.names)
+        if not part.schema.equals(schema, check_metadata=False):
+            part = part.cast(schema)
+        parts.append(part.append_column(_RANK, pa.array([rank] * part.num_rows, pa.int32())))
+    return pa.concat_tables(parts) if parts else schema.append(pa.field(_RANK, pa.int32())).empty_table()
+
+
+def compact_bucket(task: KeyedCompactTask) -> list[StagedFile]:
+    """Merge the bucket and write its survivors as one sorted run at the highest level."""
+    schema = kv_schema(task.layout, task.spec)
+    merged = merge(read_bucket(task, schema), task.spec, task.lsm).combine_chunks()
+    if merged.num_rows == 0:
+        return []  # every key was deleted: the bucket ends empty
+    file_io = storage.file_io(task.output_dir, task.fs_options)
+    file_io.check_or_mkdirs(task.output_dir)
+    # Rolling files of about `target-file-size`, as Paimon's rolling writer: row groups of
+    # about an eighth of the target (estimated from the inputs' bytes per row), a new file
+    # once the bytes written reach the target.
+    estimate = task.input_bytes / max(task.input_rows, 1)
+    group_rows = max(1, min(1 << 20, int(task.lsm.target_size / 8 / max(estimate, 1e-9))))
+    outputs: list[StagedFile] = []
+    start = 0
+    while start < merged.num_rows:
+        path, rows = _write_file(task, schema, merged, start, group_rows, file_io)
+        outputs.append(_describe(task, path, merged.slice(start, rows), file_io))
+        if start == 0:
+            crashpoints.reached("mid-rewrite")
+        start += rows
+    return outputs
+
+
+def _write_file(task: KeyedCompactTask, schema: pa.Schema, merged: pa.Table, start: int, group_rows: int,
+                file_io) -> tuple[str, int]:
+    """Write rows of `merged` from `start` into one new file until it reaches the target size:
+    (its path, rows written)."""
+    path = f"{task.output_dir}/compact-{uuid.uuid4().hex}.parquet"
+    written = 0
+    stream = file_io.new_output_stream(path)
+    try:
+        writer = pq.ParquetWriter(stream, schema, compression=task.lsm.compression,
+                                  **parquet_layout.writer_options(schema))
+        try:
+            while start + written < merged.num_rows:
+                group = merged.slice(start + written, group_rows)
+                writer.write_table(group, row_group_size=group.num_rows)
+                written += group.num_rows
+                if stream.tell() >= task.lsm.target_size:
+                    break
+        finally:
+            writer.close()
+    finally:
+        stream.close()
+    return path, written
+
+
+def _describe(task: KeyedCompactTask, path: str, chunk: pa.Table, file_io) -> StagedFile:
+    with file_io.new_input_stream(path) as source:
+        metadata = pq.read_metadata(source)
+    staged = describe_parquet(path, task.layout, file_io, partition=task.partition, metadata=metadata)
+    staged = replace(staged, bucket=task.bucket)
+    keys = [KEY_PREFIX + k for k in task.spec.trimmed_keys]
+    first = [chunk.column(k)[0].as_py() for k in keys]
+    last = [chunk.column(k)[chunk.num_rows - 1].as_py() for k in keys]
+    float_keys = {}
+    for k in task.spec.trimmed_keys:
+        column = chunk.column(KEY_PREFIX + k)
+        if pa.types.is_floating(column.type):
+            mm = pc.min_max(column)
+            float_keys[k] = (mm["min"].as_py(), mm["max"].as_py(), column.null_count)
+    return with_key_value_meta(staged, metadata, task.layout, task.spec, first, last, float_keys, deletes=0,
+                               level=task.lsm.max_level, file_source=COMPACT_FILE_SOURCE)
+
+
+def task_for(files: Sequence[StagedFile], table_path_of, output_dir: str, layout: TableLayout,
+             spec: KeyedSpec, lsm: LsmOptions, fs_options: dict | None = None) -> KeyedCompactTask:
+    """The task fully compacting `files` (every live file of one bucket)."""
+    ordered = age_order(files)
+    first = ordered[0]
+    return KeyedCompactTask(tuple(f.staged_path or table_path_of(f) for f in ordered),
+                            sum(f.file_size for f in ordered), sum(f.row_count for f in ordered),
+                            tuple(first.partition), first.bucket, output_dir, layout, spec, lsm, fs_options)

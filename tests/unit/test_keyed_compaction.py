@@ -1,0 +1,264 @@
+"""Full compaction of primary-key buckets (paimon.lsm) without Spark: tables written by pypaimon's
+own writer (level-0 files, as lakesink's), compacted on the driver, read back with pypaimon."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lakesink
+from lakesink.errors import CommitConflictError, UnsupportedTableError
+from lakesink.paimon.compaction import (KeyedCompactionAggregator, PaimonCompactionTarget, compacts_after_commit,
+                                        live_files)
+from lakesink.paimon.datafiles import table_path_of
+from lakesink.paimon.lsm import LsmOptions
+from lakesink.paimon.tables import open_table
+from lakesink.paimon.target import PaimonTarget
+from lakesink.protocol.aggregator import group_by_key
+from tests.helpers import leftover_files, pypaimon_append, read_table, snapshots
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string()), ("op", pa.string())])
+
+
+def new_table(warehouse, options, schema=SCHEMA, name="t"):
+    from pypaimon.catalog.catalog_factory import CatalogFactory
+    from pypaimon.schema.schema import Schema
+
+    catalog = CatalogFactory.create({"warehouse": str(warehouse)})
+    catalog.create_database("db", True)
+    catalog.create_table(f"db.{name}", Schema.from_pyarrow_schema(schema, primary_keys=["id"],
+                                                                  options=dict(options)), False)
+    return f"{warehouse}/db.db/{name}"
+
+
+def append(path, rows, schema=SCHEMA):
+    from pypaimon.table.file_store_table import FileStoreTable
+    columns = list(zip(*rows)) if rows else [[] for _ in schema]
+    pypaimon_append(FileStoreTable.from_path(path), pa.table(
+        {f.name: pa.array(list(c), f.type) for f, c in zip(schema, columns)}, schema=schema))
+
+
+def by_id(path, snapshot_id=None):
+    rows = read_table(path, snapshot_id).to_pylist()
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids)), "a key was returned twice"
+    return {r["id"]: r["v"] for r in rows}
+
+
+def cdc_writes(path, writes=12, keys=60, seed=7):
+    """Random upserts and deletes (rowkind.field op), one pypaimon commit each: the expected state."""
+    rng = random.Random(seed)
+    expected = {}
+    for w in range(writes):
+        batch = {}
+        for k in rng.sample(range(keys), 15):
+            if k in expected and rng.random() < 0.3:
+                batch[k] = (k, None, "-D")
+            else:
+                batch[k] = (k, f"w{w}-{k}", "+U" if k in expected else "+I")
+        append(path, list(batch.values()))
+        for k, (_, v, op) in batch.items():
+            if op == "-D":
+                expected.pop(k, None)
+            else:
+                expected[k] = v
+    return expected
+
+
+def file_rows(table, f) -> pa.Table:
+    return pq.read_table(table_path_of(table, f))
+
+
+def test_full_compaction_leaves_one_sorted_run_per_bucket_at_the_highest_level(tmp_path):
+    path = new_table(tmp_path, {"bucket": "3", "rowkind.field": "op", "write-only": "true"})
+    expected = cdc_writes(path)
+    assert by_id(path) == expected
+    table = open_table(path)
+    before = live_files(table)
+    deleted = {k for f in before for k, kind in zip(file_rows(table, f).column("_KEY_id").to_pylist(),
+                                                    file_rows(table, f).column("_VALUE_KIND").to_pylist())
+               if kind == 3 and k not in expected}
+    assert deleted and len(before) >= 30
+
+    report = lakesink.compact(None, path, progress=False)
+
+    assert snapshots(path)[-1].commit_kind == "COMPACT" and report.files_removed == len(before)
+    assert by_id(path) == expected
+    assert by_id(path, report.snapshot_id - 1) == expected  # the snapshot before it reads the same
+    table = open_table(path)
+    after = live_files(table)
+    assert {f.meta.level for f in after} == {5}  # num-levels defaults to trigger (5) + 1
+    for (_, bucket), files in group_by_key(KeyedCompactionAggregator(PaimonTarget(path), "unused"), after).items():
+        assert len(files) == 1, bucket
+    on_disk = set()
+    for f in after:
+        data = file_rows(table, f)
+        keys = data.column("_KEY_id").to_pylist()
+        assert keys == sorted(set(keys))                       # each key once, sorted
+        assert set(data.column("_VALUE_KIND").to_pylist()) <= {0, 2}  # retractions gone
+        seqs = data.column("_SEQUENCE_NUMBER").to_pylist()
+        m = f.meta
+        assert (m.min_key.values, m.max_key.values) == ([keys[0]], [keys[-1]])
+        assert (m.key_stats.min_values.get_field(0), m.key_stats.max_values.get_field(0)) == (keys[0], keys[-1])
+        assert (m.min_sequence_number, m.max_sequence_number) == (min(seqs), max(seqs))
+        assert m.delete_row_count == 0 and m.row_count == len(keys) and m.file_source == 1
+        on_disk |= set(keys)
+    assert on_disk == set(expected) and not on_disk & deleted   # deleted keys physically gone
+    assert leftover_files(path) == set()
+    assert lakesink.compact(None, path, progress=False).snapshot_id is None  # nothing left to do
+
+
+def test_a_small_target_file_size_splits_a_bucket_into_one_run_of_several_files(tmp_path):
+    path = new_table(tmp_path, {"bucket": "1", "write-only": "true", "num-levels": "3"}, name="t")
+    for w in range(3):
+        append(path, [(i, f"w{w}-{i:05d}" + "x" * 40, "+I") for i in range(w * 500, w * 500 + 1500)])
+    expected = by_id(path)
+    lakesink.compact(None, path, progress=False, target_size=16 * 1024)
+    assert by_id(path) == expected
+    files = sorted(live_files(open_table(path)), key=lambda f: f.meta.min_key.values)
+    assert len(files) > 3 and {f.meta.level for f in files} == {2}   # num-levels=3: level 2
+    assert all(a.meta.max_key.values[0] < b.meta.min_key.values[0] for a, b in zip(files, files[1:]))
+
+
+def test_first_row_tables_become_readable_once_compaction_moves_files_above_level_0(tmp_path):
+    path = new_table(tmp_path, {"bucket": "2", "merge-engine": "first-row", "write-only": "true"})
+    append(path, [(1, "first", "+I"), (2, "a", "+I")])
+    append(path, [(1, "second", "+I"), (3, "b", "+I")])
+    assert by_id(path) == {}   # pypaimon's reader skips level-0 files of first-row tables
+    lakesink.compact(None, path, progress=False)
+    assert by_id(path) == {1: "first", 2: "a", 3: "b"}
+    append(path, [(1, "third", "+I"), (4, "c", "+I")])
+    assert by_id(path) == {1: "first", 2: "a", 3: "b"}   # the new level-0 file is invisible again
+    lakesink.compact(None, path, progress=False)
+    assert by_id(path) == {1: "first", 2: "a", 3: "b", 4: "c"}
+
+
+def test_sequence_field_orders_versions_before_the_sequence_number(tmp_path):
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string()), ("ts", pa.int64())])
+    path = new_table(tmp_path, {"bucket": "1", "sequence.field": "ts", "write-only": "true"}, schema)
+    append(path, [(1, "new", 10), (2, "a", 1), (3, "null-ts-later", None)], schema)
+    append(path, [(1, "stale", 7), (2, "b", 2), (3, "ts", 1)], schema)
+    expected = {1: "new", 2: "b", 3: "ts"}  # a null sequence field sorts first
+    assert by_id(path) == expected
+    lakesink.compact(None, path, progress=False)
+    assert by_id(path) == expected
+
+
+def test_a_compaction_whose_input_another_commit_removed_gives_up_cleanly(tmp_path):
+    path = new_table(tmp_path, {"bucket": "2", "rowkind.field": "op", "write-only": "true"})
+    expected = cdc_writes(path, writes=4)
+    target = PaimonTarget(path)
+    compaction = PaimonCompactionTarget(target)
+    aggregator = KeyedCompactionAggregator(target, compaction.staging_dir("mine"), force=True)
+    groups = group_by_key(aggregator, live_files(open_table(path)))
+    outputs = aggregator.rewrite([aggregator.task_for(files) for files in groups.values()])
+    new = [o for out in outputs for o in out]
+    lakesink.compact(None, path, progress=False)   # another commit removes every input first
+    settled = snapshots(path)[-1].id
+
+    with pytest.raises(CommitConflictError):
+        compaction.commit_compaction("mine", 1, [f for files in groups.values() for f in files], new)
+    compaction.discard(new)
+
+    assert snapshots(path)[-1].id == settled and by_id(path) == expected
+    assert leftover_files(path) == set()
+
+
+def test_the_compaction_job_rebases_on_a_conflict_or_gives_up_with_its_outputs_deleted(tmp_path, monkeypatch):
+    import lakesink.spark.compact as job
+    path = new_table(tmp_path, {"bucket": "2", "rowkind.field": "op", "write-only": "true"})
+    expected = cdc_writes(path, writes=4)
+    run = job.rewrite_on_driver
+    competing = []
+
+    def meanwhile_someone_compacts(tasks):
+        outputs = run(tasks)
+        if not competing:   # once: a later compaction of the same files lands first
+            competing.append(True)
+            monkeypatch.setattr(job, "rewrite_on_driver", run)
+            lakesink.compact(None, path, progress=False)
+            monkeypatch.setattr(job, "rewrite_on_driver", meanwhile_someone_compacts)
+        return outputs
+
+    monkeypatch.setattr(job, "rewrite_on_driver", meanwhile_someone_compacts)
+    with pytest.raises(CommitConflictError, match="table is unchanged"):
+        lakesink.compact(None, path, progress=False, max_attempts=1)
+    assert [s.commit_kind for s in snapshots(path)][-2:] == ["APPEND", "COMPACT"]
+    assert by_id(path) == expected and leftover_files(path) == set()
+
+    cdc_writes(path, writes=2, seed=8)  # new level-0 files, then the same race with retries
+    expected = by_id(path)
+    competing.clear()
+    report = lakesink.compact(None, path, progress=False)
+    assert report.extra["conflicts"] == 1
+    assert by_id(path) == expected and leftover_files(path) == set()
+    assert {f.meta.level for f in live_files(open_table(path))} == {5}
+
+
+def test_a_commit_making_two_files_of_one_level_overlap_is_an_lsm_conflict(tmp_path):
+    import shutil
+    from dataclasses import replace
+
+    from lakesink.paimon.datafiles import new_data_file_name
+    path = new_table(tmp_path, {"bucket": "1", "write-only": "true"})
+    append(path, [(1, "a", "+I"), (2, "b", "+I")])
+    lakesink.compact(None, path, progress=False)
+    table = open_table(path)
+    (only,) = live_files(table)
+    copy = str(tmp_path / "copy.parquet")
+    shutil.copy(table_path_of(table, only), copy)
+    twin = replace(only, meta=replace(only.meta, file_name=new_data_file_name()), staged_path=copy)
+    with pytest.raises(CommitConflictError, match="LSM conflicts"):
+        PaimonCompactionTarget(PaimonTarget(path)).commit_compaction("x", 1, [], [twin])
+    assert by_id(path) == {1: "a", 2: "b"}
+
+
+def test_policy_counts_sorted_runs_as_paimon_does(tmp_path):
+    path = new_table(tmp_path, {"bucket": "1", "num-sorted-run.compaction-trigger": "2"})
+    for w in range(2):
+        append(path, [(w, "x", "+I")])
+    table = open_table(path)
+    lsm = LsmOptions.of_table(table)
+    assert (lsm.trigger, lsm.max_level) == (2, 2)
+    files = live_files(table)
+    assert lsm.sorted_runs(files) == 2 and not lsm.needs_compaction(files)
+    append(path, [(9, "x", "+I")])
+    assert lsm.needs_compaction(live_files(open_table(path)))   # 3 runs > trigger 2
+    assert compacts_after_commit({}, ["id"]) and not compacts_after_commit({"write-only": "true"}, ["id"])
+    assert not compacts_after_commit({}, [])
+
+
+def test_merge_engines_lakesink_cannot_merge_are_refused_by_name(tmp_path):
+    path = new_table(tmp_path, {"bucket": "1", "merge-engine": "partial-update"})
+    append(path, [(1, "a", "+I")])
+    with pytest.raises(UnsupportedTableError, match="merge-engine=partial-update"):
+        lakesink.compact(None, path, progress=False)
+    assert os.path.isdir(path) and snapshots(path)[-1].commit_kind == "APPEND"
+
+
+def test_equal_versions_are_ordered_by_file_age(tmp_path):
+    """Two writers from one base snapshot give equal sequence numbers: the newer file's row is the
+    later version (deduplicate keeps it, first-row the older one); retractions surviving leave."""
+    from dataclasses import replace
+
+    from lakesink.paimon.keyed import KeyedSpec
+    from lakesink.paimon.lsm import merge
+    data = pa.table({"_KEY_id": pa.array([1, 1, 2, 2, 3], pa.int64()),
+                     "_SEQUENCE_NUMBER": pa.array([5, 5, 1, 2, 0], pa.int64()),
+                     "_VALUE_KIND": pa.array([0, 0, 0, 3, 0], pa.int8()),
+                     "v": ["old", "new", "x", None, "y"],
+                     "_lakesink_file_rank": pa.array([0, 1, 1, 0, 0], pa.int32())})
+    spec = KeyedSpec(("id",), ("id",), (), ("id",), 1)
+    lsm = LsmOptions(5, 6, 1 << 20, False, False, "deduplicate", "snappy")
+    assert merge(data, spec, lsm).column("v").to_pylist() == ["new", "y"]   # key 2 deleted
+    first = merge(data.filter(pa.compute.not_equal(data.column("_VALUE_KIND"), 3)), spec,
+                  replace(lsm, merge_engine="first-row"))
+    assert first.column("v").to_pylist() == ["old", "x", "y"]
+    with pytest.raises(UnsupportedTableError, match="ignore-delete"):
+        merge(data, spec, replace(lsm, merge_engine="first-row"))
+    ignoring = merge(data, spec, replace(lsm, ignore_delete=True))
+    assert ignoring.column("v").to_pylist() == ["new", "x", "y"]
