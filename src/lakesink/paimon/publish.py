@@ -3,7 +3,7 @@
 pypaimon publishes a snapshot by "check absent, write temp, rename". A local
 rename replaces a file another process published in between, and on an
 object store the check and the copy are separate requests: either way a
-commit is silently lost (see FINDINGS). Here publication is one atomic step
+commit is silently lost (tests/unit/test_race.py races it). Here publication is one atomic step
 of the storage that fails when the target exists:
 
 * local / POSIX: write a temporary file, then `link()` it to the final name

@@ -1,7 +1,7 @@
 """The Spark-native path: `format("paimon")` through PySpark's Python Data Source API.
 
 Spark pickles the writer into its tasks and into a fresh driver-side Python
-process for `commit`/`abort` (see FINDINGS), so the writer carries only plain
+process for `commit`/`abort` (Spark 4.x), so the writer carries only plain
 state: the planned job (`BatchWrite` / `StreamSink`) and what tasks need.
 Tasks write Parquet with pyarrow into the job's staging directory and return
 the files' metadata; the driver commits them through the same protocol as the
