@@ -58,7 +58,7 @@ NO_TABLE = (
     "writeStream.toTable or a catalog table (CREATE TABLE ... USING paimon): write "
     "df.write.format('paimon').save('shop.orders') or lakesink.write(df, 'shop.orders'), stream with "
     ".start('shop.orders') or lakesink.stream(...), and run SQL with lakesink.sql(spark, ...) "
-    "(docs/catalogs.md).")
+    "(docs/catalogs.md) or over CREATE TEMPORARY VIEW v USING paimon OPTIONS (path '...').")
 
 
 class PaimonDataSource(DataSource):
