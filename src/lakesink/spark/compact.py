@@ -88,11 +88,10 @@ def compact(spark, path: str, partitions: Sequence[Mapping[str, object]] | None 
             tasks = [aggregator.task_for(b) for b in bins]
             outputs = (rewrite_on_spark(spark, tasks, on_progress) if spark is not None and not is_connect(spark)
                        else rewrite_on_driver(tasks))
-            done = list(zip(bins, outputs))
+            done = {i: (b, [o]) for i, (b, o) in enumerate(zip(bins, outputs))}
             for attempt in range(1, max_attempts + 1):
-                replaced = [f for b, _ in done for f in b]
                 try:
-                    report = compaction.commit_compaction(user, attempt, replaced, [o for _, o in done],
+                    report = compaction.commit_compaction(user, attempt, *_replaced_and_new(done),
                                                           {"lakesink.compaction-job": "true"})
                     report.attempts = attempt
                     report.extra.update(bins=len(done), conflicts=conflicts)
@@ -100,11 +99,11 @@ def compact(spark, path: str, partitions: Sequence[Mapping[str, object]] | None 
                 except CommitConflictError as exc:
                     conflicts += 1
                     log.info("compaction of %s conflicts (attempt %d): %s; rebasing", target.path, attempt, exc)
-                    done = _rebase(compaction, done)
+                    _rebase(compaction, done)
                     if not done:
                         return CommitReport(user, attempt, attempts=attempt,
                                             extra={"bins": 0, "conflicts": conflicts})
-            compaction.discard([o for _, o in done])
+            compaction.discard(_replaced_and_new(done)[1])
             raise CommitConflictError(
                 f"Compaction of {target.path} conflicted {conflicts} times with other compactions; "
                 "its rewritten files were removed and the table is unchanged. Run it again later.")
@@ -147,27 +146,19 @@ def _compact_keyed(spark, target: PaimonTarget, partitions, size: int | None, fu
                 if not done:
                     return CommitReport(user, 0, extra={"buckets": 0, "conflicts": conflicts,
                                                         "skipped": sorted(skipped)})
-                replaced = [f for files, _ in done.values() for f in files]
-                new = [o for _, outputs in done.values() for o in outputs]
                 try:
-                    report = compaction.commit_compaction(user, attempt, replaced, new,
+                    report = compaction.commit_compaction(user, attempt, *_replaced_and_new(done),
                                                           {"lakesink.compaction-job": "true",
                                                            "lakesink.full-compaction": str(full).lower()})
                 except CommitConflictError as exc:
                     conflicts += 1
                     log.info("compaction of %s conflicts (attempt %d): %s; rebasing", target.path, attempt, exc)
-                    live = {compaction.identity(f) for f in compaction.live(replaced)}
-                    todo = set()
-                    for key, (files, outputs) in list(done.items()):
-                        if not all(compaction.identity(f) in live for f in files):
-                            compaction.discard(outputs)
-                            del done[key]
-                            todo.add(key)  # planned again on the new state
+                    todo = _rebase(compaction, done)  # planned again on the new state
                     continue
                 report.attempts = attempt
                 report.extra.update(buckets=len(done), conflicts=conflicts, skipped=sorted(skipped))
                 return report
-            compaction.discard([o for _, outputs in done.values() for o in outputs])
+            compaction.discard(_replaced_and_new(done)[1])
             raise CommitConflictError(
                 f"Compaction of {target.path} conflicted {conflicts} times with other commits; its "
                 "rewritten files were removed and the table is unchanged. Run it again later.")
@@ -183,14 +174,20 @@ def _plan(aggregator: SmallFileAggregator, files) -> list[list]:
     return bins
 
 
-def _rebase(compaction: PaimonCompactionTarget, done: list[tuple[list, object]]) -> list[tuple[list, object]]:
-    """Keep the bins whose files are all still live; delete the outputs of the others."""
-    live = {compaction.identity(f) for f in compaction.live([f for b, _ in done for f in b])}
-    kept, dropped = [], []
-    for files, output in done:
-        (kept if all(compaction.identity(f) in live for f in files) else dropped).append((files, output))
-    compaction.discard([o for _, o in dropped])
-    return kept
+def _replaced_and_new(done: dict) -> tuple[list, list]:
+    """The inputs and the outputs of every rewrite in `done` ({key: (inputs, outputs)})."""
+    return ([f for files, _ in done.values() for f in files],
+            [o for _, outputs in done.values() for o in outputs])
+
+
+def _rebase(compaction: PaimonCompactionTarget, done: dict) -> set:
+    """After a conflict: drop from `done` the rewrites whose inputs are not all live any more,
+    deleting their outputs (their rows are already elsewhere); return their keys."""
+    live = {compaction.identity(f) for f in compaction.live(_replaced_and_new(done)[0])}
+    dropped = {key for key, (files, _) in done.items() if not all(compaction.identity(f) in live for f in files)}
+    for key in dropped:
+        compaction.discard(done.pop(key)[1])
+    return dropped
 
 
 def _size(target_size) -> int | None:
