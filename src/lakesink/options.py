@@ -404,6 +404,21 @@ def paimon_option_keys() -> set[str]:
     return keys | {o.key for o in REGISTRY.values() if o.scope == "table"}
 
 
+# Paimon's per-field table options, `fields.<column>.<suffix>` (merge engines; docs/keyed.md).
+FIELD_OPTION_SUFFIXES = ("aggregate-function", "ignore-retract", "sequence-group", "list-agg-delimiter",
+                         "distinct", "nested-key", "default-value")
+
+
+def is_field_option(key: str) -> bool:
+    """`fields.<column>.<suffix>` or `fields.default-aggregate-function`: passed to Paimon's schema."""
+    if key == "fields.default-aggregate-function":
+        return True
+    if not key.startswith("fields."):
+        return False
+    column, _, suffix = key[len("fields."):].rpartition(".")
+    return bool(column) and suffix in FIELD_OPTION_SUFFIXES
+
+
 def is_storage_option(key: str) -> bool:
     """File-system and publication options: used to reach the table, never stored in it."""
     return storage.is_storage_key(key) or (key in REGISTRY and REGISTRY[key].scope == "storage")
@@ -549,7 +564,7 @@ class WriteOptions:
                 continue
             elif is_storage_option(key):
                 out.fs_options[storage.canonical_key(key)] = value
-            elif key in known_paimon:
+            elif key in known_paimon or is_field_option(key):
                 if key in REGISTRY:
                     REGISTRY[key].parse(value, key)  # a bad value fails here, not after the write
                 out.table_options[key] = value

@@ -148,6 +148,14 @@ class JavaPaimon:
             raise rows
         return rows
 
+    def replay(self, spec: dict, table: str, work_dir: Path) -> None:
+        """Create `table` as `spec` says and write its batches with Paimon's own writer, one commit
+        each (format: PaimonOracle.java, `replay`)."""
+        work_dir.mkdir(parents=True, exist_ok=True)
+        spec_file = work_dir / f"replay-{Path(table).name}.json"
+        spec_file.write_text(json.dumps(spec), "utf-8")
+        self._run(["replay", str(spec_file), table])
+
     def write(self, kinds: dict[str, str]) -> None:
         """Create tables with Paimon's own writer: {kind: table path} (kinds in PaimonOracle.java)."""
         self._run(["write", *[x for kind, path in kinds.items() for x in (kind, path)]])

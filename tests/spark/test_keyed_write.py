@@ -211,7 +211,7 @@ def _unchanged(table_path, before_snapshot):
 
 
 @pytest.mark.parametrize("case", ["missing_key", "null_key", "other_key", "other_buckets", "bad_kind",
-                                  "dynamic_bucket", "postpone_bucket", "partial_update"])
+                                  "dynamic_bucket", "postpone_bucket", "unknown_engine"])
 def test_bad_input_changes_nothing(spark, table_path, case):
     schema = "id long, name string, op string"
     lakesink.write(_df(spark, [(1, "a", "+I")], schema), table_path, primary_key=["id"],
@@ -225,7 +225,7 @@ def test_bad_input_changes_nothing(spark, table_path, case):
         "bad_kind": (ConfigurationError, "'+X'"),
         "dynamic_bucket": (ConfigurationError, "bucket=-1"),
         "postpone_bucket": (ConfigurationError, "bucket=-2"),
-        "partial_update": (ConfigurationError, "merge-engine='partial-update'"),
+        "unknown_engine": (ConfigurationError, "merge-engine='partial_update' is not a Paimon merge engine"),
     }[case]
     other = table_path + "_new"
     with pytest.raises(expected[0], match=expected[1].replace("+", r"\+").replace("(", r"\(")):
@@ -244,7 +244,7 @@ def test_bad_input_changes_nothing(spark, table_path, case):
             lakesink.write(_df(spark, [(2, "b", "+I")], schema), other, primary_key=["id"], options={"bucket": n})
         else:
             lakesink.write(_df(spark, [(2, "b", "+I")], schema), other, primary_key=["id"],
-                           options={"bucket": "2", "merge-engine": "partial-update"})
+                           options={"bucket": "2", "merge-engine": "partial_update"})
     _unchanged(table_path, before)
     assert not os.path.exists(other)
     assert _by_key(table_path) == {(1,): {"id": 1, "name": "a", "op": "+I"}}

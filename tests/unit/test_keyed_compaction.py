@@ -232,12 +232,67 @@ def test_policy_counts_sorted_runs_as_paimon_does(tmp_path):
     assert not compacts_after_commit({}, [])
 
 
-def test_merge_engines_lakesink_cannot_merge_are_refused_by_name(tmp_path):
-    path = new_table(tmp_path, {"bucket": "1", "merge-engine": "partial-update"})
-    append(path, [(1, "a", "+I")])
-    with pytest.raises(UnsupportedTableError, match="merge-engine=partial-update"):
-        lakesink.compact(None, path, progress=False)
-    assert os.path.isdir(path) and snapshots(path)[-1].commit_kind == "APPEND"
+@pytest.mark.parametrize("options, named", [
+    ({"merge-engine": "partial-update", "fields.v.sequence-group": "op"}, "fields.v.sequence-group"),
+    ({"merge-engine": "partial-update", "ignore-delete": "true"}, "ignore-delete"),
+    ({"merge-engine": "partial-update", "partial-update.remove-record-on-delete": "true"},
+     "partial-update.remove-record-on-delete"),
+    ({"merge-engine": "aggregation", "fields.v.aggregate-function": "count"}, "Paimon removed `count`"),
+    ({"merge-engine": "aggregation", "fields.default-aggregate-function": "collect"},
+     "fields.default-aggregate-function='collect'"),
+    ({"merge-engine": "aggregation", "fields.v.ignore-retract": "true"}, "fields.v.ignore-retract"),
+    ({"merge-engine": "aggregation", "fields.nope.aggregate-function": "sum"}, "names no value column"),
+    ({"merge-engine": "aggregation", "sequence.field": "op", "fields.op.aggregate-function": "sum"},
+     "sequence.field column"),
+    ({"merge-engine": "deduplicate", "fields.v.aggregate-function": "sum"}, "aggregation only"),
+    ({"merge-engine": "dedupe"}, "not a Paimon merge engine"),
+])
+def test_merge_options_lakesink_cannot_merge_are_refused_by_name(options, named):
+    from lakesink.errors import ConfigurationError
+    from lakesink.paimon.keyed import KeyedSpec
+    with pytest.raises(ConfigurationError, match=named.replace("(", r"\(")):
+        KeyedSpec.resolve(("id",), (), {"bucket": "1", **options}, ["id", "v", "op"])
+
+
+def test_partial_update_and_aggregation_merge_versions_as_paimon():
+    """Several versions of a key merge into one +I row (the last version's sequence number); a
+    key's only version stays as it came, a -D included, and then leaves at the highest level."""
+    from decimal import Decimal
+
+    from lakesink.paimon.keyed import KeyedSpec
+    from lakesink.paimon.lsm import merge
+    data = pa.table({"_KEY_id": pa.array([1, 1, 1, 2, 3, 3], pa.int64()),
+                     "_SEQUENCE_NUMBER": pa.array([1, 2, 3, 1, 1, 2], pa.int64()),
+                     "_VALUE_KIND": pa.array([0, 2, 0, 3, 0, 1], pa.int8()),
+                     "id": pa.array([1, 1, 1, 2, 3, 3], pa.int64()),
+                     "s": pa.array([Decimal("1.5"), None, Decimal("2"), Decimal(9), Decimal(4), Decimal(1)],
+                                   pa.decimal128(10, 2)),
+                     "t": ["a", None, "c", "z", "x", "y"],
+                     "l": ["p", "q", " ", None, "u", "w"],
+                     "_lakesink_file_rank": pa.array([0, 1, 2, 0, 0, 1], pa.int32())})
+    lsm = LsmOptions(5, 6, 1 << 20, False, False, "aggregation", "snappy")
+    spec = KeyedSpec.resolve(("id",), (), {"bucket": "1", "merge-engine": "aggregation",
+                                           "fields.s.aggregate-function": "sum",
+                                           "fields.t.aggregate-function": "last_value",
+                                           "fields.l.aggregate-function": "last_non_null_value"},
+                             ["id", "s", "t", "l"])
+    out = merge(data, spec, lsm).to_pylist()
+    # key 1: sum 3.5, last t "c", last non-null l " "; key 2 (a lone -D) leaves; key 3: 4 - 1,
+    # last_value retracted to null, last_non_null "w" retracted to null.
+    assert [(r["id"], r["s"], r["t"], r["l"], r["_VALUE_KIND"], r["_SEQUENCE_NUMBER"]) for r in out] == [
+        (1, Decimal("3.5"), "c", " ", 0, 3), (3, Decimal(3), None, None, 0, 2)]
+    listagg = KeyedSpec.resolve(("id",), (), {"bucket": "1", "merge-engine": "aggregation",
+                                              "fields.l.aggregate-function": "listagg",
+                                              "fields.l.list-agg-delimiter": ";"}, ["id", "s", "t", "l"])
+    keep = pa.compute.equal(data.column("_KEY_id"), 1)
+    assert merge(data.filter(keep), listagg, lsm).column("l").to_pylist() == ["p;q"]  # blank skipped
+    partial = KeyedSpec.resolve(("id",), (), {"bucket": "1", "merge-engine": "partial-update"},
+                                ["id", "s", "t", "l"])
+    from dataclasses import replace
+    out = merge(data.filter(keep), partial, replace(lsm, merge_engine="partial-update")).to_pylist()
+    assert [(r["s"], r["t"], r["l"]) for r in out] == [(Decimal(2), "c", " ")]
+    with pytest.raises(UnsupportedTableError, match="partial-update cannot merge"):
+        merge(data, partial, replace(lsm, merge_engine="partial-update"))  # key 3 holds a -U
 
 
 def test_equal_versions_are_ordered_by_file_age(tmp_path):

@@ -33,8 +33,20 @@ VALUE_KIND = "_VALUE_KIND"
 KEY_PREFIX = "_KEY_"
 ROW_KINDS = {"+I": 0, "-U": 1, "+U": 2, "-D": 3}
 RETRACT_KINDS = (1, 3)
-MERGE_ENGINES = ("deduplicate", "first-row")
-_REFUSED_ENGINES = ("partial-update", "aggregation")
+MERGE_ENGINES = ("deduplicate", "first-row", "partial-update", "aggregation")
+# The aggregate functions lakesink merges (in Spark for a write, in compaction), as Apache Paimon
+# defines them; `fields.<f>.aggregate-function` / `fields.default-aggregate-function`.
+AGGREGATE_FUNCTIONS = ("sum", "min", "max", "last_value", "last_non_null_value", "first_value",
+                       "first_non_null_value", "bool_and", "bool_or", "listagg")
+# Of those, the ones that take retractions (-U/-D) as Paimon does; the rest fail on one.
+RETRACTABLE_FUNCTIONS = ("sum", "last_value", "last_non_null_value")
+_FUNCTION_TYPES = {"sum": "numeric", "bool_and": "boolean", "bool_or": "boolean", "listagg": "string"}
+# Per-field and delete-handling options lakesink does not merge (pypaimon, its keyed-table
+# reader, cannot read such tables either): refused by name.
+_UNMERGED_OPTIONS = ("partial-update.remove-record-on-delete", "partial-update.remove-record-on-sequence-group",
+                     "aggregation.remove-record-on-delete")
+_IGNORE_DELETE_KEYS = ("ignore-delete", "first-row.ignore-delete", "deduplicate.ignore-delete",
+                       "partial-update.ignore-delete")
 _BUCKET_DIR = "lakesink_bucket"
 
 
@@ -50,6 +62,22 @@ class KeyedSpec:
     merge_engine: str = "deduplicate"
     sequence_fields: tuple = ()
     rowkind_field: str | None = None
+    ignore_delete: bool = False
+    # aggregation: ((column, function), ...) for every value column; listagg: ((column, delimiter), ...)
+    aggregates: tuple = ()
+    delimiters: tuple = ()
+
+    def aggregate_of(self, column: str) -> str | None:
+        return dict(self.aggregates).get(column)
+
+    @property
+    def retractable(self) -> bool:
+        """Can a -U/-D row be merged into this table (rather than failing the write)?"""
+        if self.merge_engine == "partial-update":
+            return False
+        if self.merge_engine == "aggregation":
+            return all(f in RETRACTABLE_FUNCTIONS for _, f in self.aggregates)
+        return True
 
     @property
     def has_primary_key(self) -> bool:
@@ -104,11 +132,9 @@ class KeyedSpec:
             raise ConfigurationError(f"bucket-key {list(bucket_keys)} must not contain partition columns.")
         engine = str(options.get("merge-engine", "deduplicate")).strip().lower()
         if primary_keys and engine not in MERGE_ENGINES:
-            hint = " (not implemented by lakesink yet)" if engine in _REFUSED_ENGINES else ""
             raise ConfigurationError(
-                f"merge-engine={engine!r}{hint}: lakesink writes primary-key tables with merge-engine "
-                f"{' or '.join(MERGE_ENGINES)}; write this table with pypaimon's table writer."
-            )
+                f"merge-engine={engine!r} is not a Paimon merge engine lakesink knows; Paimon's merge "
+                f"engines are {', '.join(MERGE_ENGINES)}.", option="merge-engine")
         sequence_fields = tuple(c.strip() for c in str(options.get("sequence.field") or "").split(",") if c.strip())
         bad = [c for c in sequence_fields if c not in column_names]
         if bad:
@@ -125,13 +151,91 @@ class KeyedSpec:
                 "rowkind.field with merge-engine=first-row: first-row tables take inserts only "
                 "(Paimon ignores or refuses their retractions); drop rowkind.field."
             )
+        ignore_delete = any(str(options.get(k, "")).strip().lower() == "true" for k in _IGNORE_DELETE_KEYS)
+        aggregates, delimiters = (), ()
+        if primary_keys:
+            _check_merge_options(engine, options, ignore_delete)
+        if primary_keys and engine == "aggregation":
+            aggregates, delimiters = _aggregates(options, [c for c in column_names if c not in primary_keys],
+                                                 sequence_fields)
         return cls(primary_keys, trimmed, partition_keys, bucket_keys, num_buckets, engine,
-                   sequence_fields, rowkind)
+                   sequence_fields, rowkind, ignore_delete, aggregates, delimiters)
 
     @classmethod
     def of_table(cls, table) -> KeyedSpec:
         return cls.resolve(table.primary_keys, table.partition_keys, dict(table.table_schema.options),
                            [f.name for f in table.table_schema.fields])
+
+
+def _check_merge_options(engine: str, options: dict, ignore_delete: bool) -> None:
+    """Refuse, by name, merge options lakesink does not merge exactly as Paimon."""
+    for key in _UNMERGED_OPTIONS:
+        if str(options.get(key, "")).strip().lower() == "true":
+            raise ConfigurationError(f"{key}=true is not supported by lakesink yet (nor by pypaimon 2.1, which "
+                                     "reads its keyed tables); write this table with Paimon's Java writers.",
+                                     option=key)
+    for key, value in options.items():
+        if key.startswith("fields.") and key.endswith(".sequence-group"):
+            raise ConfigurationError(f"{key}: sequence groups are not supported by lakesink yet (nor read by "
+                                     "pypaimon 2.1); use sequence.field for the whole row.", option=key)
+        if key.startswith("fields.") and key.endswith(".ignore-retract") and str(value).strip().lower() == "true":
+            raise ConfigurationError(f"{key}=true is not supported by lakesink yet (pypaimon 2.1, which reads "
+                                     "keyed tables, refuses such tables); filter the retractions out of the "
+                                     "input, or set ignore-delete=true to drop all of them.", option=key)
+        if key.startswith("fields.") and key.endswith(".aggregate-function") and engine != "aggregation":
+            raise ConfigurationError(f"{key} applies to merge-engine=aggregation only; this table's merge "
+                                     f"engine is {engine}.", option=key)
+    if engine == "partial-update" and ignore_delete:
+        raise ConfigurationError(
+            "ignore-delete=true with merge-engine=partial-update is not supported by lakesink yet (pypaimon "
+            "2.1, which reads keyed tables, refuses it); drop the retractions from the input instead.",
+            option="ignore-delete")
+
+
+def _aggregates(options: dict, value_columns, sequence_fields) -> tuple[tuple, tuple]:
+    """((column, function), ...) for every value column, and listagg delimiters, as Paimon picks
+    them: sequence fields keep their last value; then `fields.<c>.aggregate-function`, then
+    `fields.default-aggregate-function`, then last_non_null_value."""
+    default = options.get("fields.default-aggregate-function")
+    aggregates, delimiters = [], []
+    for column in value_columns:
+        if column in sequence_fields:
+            if options.get(f"fields.{column}.aggregate-function"):
+                raise ConfigurationError(f"fields.{column}.aggregate-function: {column} is a sequence.field "
+                                         "column, which Paimon never aggregates.",
+                                         option=f"fields.{column}.aggregate-function")
+            aggregates.append((column, "last_value"))
+            continue
+        key = f"fields.{column}.aggregate-function"
+        function = str(options.get(key) or default or "last_non_null_value").strip().lower()
+        if function not in AGGREGATE_FUNCTIONS:
+            named = key if options.get(key) else "fields.default-aggregate-function"
+            why = (" (Apache Paimon removed `count` because it cannot be merged correctly; keep a column of "
+                   "ones with `sum`)" if function == "count" else " (not supported by lakesink yet)")
+            raise ConfigurationError(f"{named}={function!r}{why}: lakesink merges the aggregate functions "
+                                     f"{', '.join(AGGREGATE_FUNCTIONS)}.", option=named)
+        aggregates.append((column, function))
+        if function == "listagg":
+            delimiters.append((column, str(options.get(f"fields.{column}.list-agg-delimiter", ","))))
+    unknown = [k for k in options if k.startswith("fields.") and k.endswith(".aggregate-function")
+               and k[len("fields."):-len(".aggregate-function")] not in value_columns]
+    if unknown:
+        raise ConfigurationError(f"{unknown[0]} names no value column of the table (value columns: "
+                                 f"{list(value_columns)}).", option=unknown[0])
+    return tuple(aggregates), tuple(delimiters)
+
+
+def check_aggregate_types(spec: KeyedSpec, arrow_schema: pa.Schema) -> None:
+    """Each aggregate function on a column type Paimon allows for it."""
+    tests = {"numeric": lambda t: pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t),
+             "boolean": pa.types.is_boolean,
+             "string": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t)}
+    for column, function in spec.aggregates:
+        need = _FUNCTION_TYPES.get(function)
+        if need and not tests[need](arrow_schema.field(column).type):
+            raise ConfigurationError(
+                f"fields.{column}.aggregate-function={function} needs a {need} column; {column} is "
+                f"{arrow_schema.field(column).type}.", option=f"fields.{column}.aggregate-function")
 
 
 def is_keyed_table(table) -> bool:

@@ -15,7 +15,7 @@ from ..errors import ConfigurationError, UnsupportedTableError
 from ..options import WriteOptions
 from . import tables
 from .datafiles import TableLayout
-from .keyed import KeyedSpec, check_keyed_table, is_keyed_table, next_sequence_numbers
+from .keyed import KeyedSpec, check_aggregate_types, check_keyed_table, is_keyed_table, next_sequence_numbers
 from .publish import publication_kind
 from .sink import check_options_match, check_types, plan_layout
 from .target import PaimonTarget, TableSpec
@@ -73,6 +73,7 @@ def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions):
         target.bucket_check_from = 0
         layout = TableLayout.for_new_table(table_schema, options.partition_keys)
         next_sequence = {}
+    check_aggregate_types(spec, layout.arrow_schema())
     for name in spec.primary_keys:
         if pa.types.is_nested(schema.field(name).type):
             raise ConfigurationError(f"primary-key column {name!r} has nested type {schema.field(name).type}.")

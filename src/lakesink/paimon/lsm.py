@@ -11,7 +11,9 @@ good (Paimon drops deletes only there).
 Merge order, as Paimon's readers merge: by key, then `sequence.field` (nulls
 first), then `_SEQUENCE_NUMBER`; equal versions by file age (higher levels are
 older than lower ones, level-0 files by sequence range). `deduplicate` keeps
-the last version, `first-row` the first; a surviving `-U`/`-D` removes the key;
+the last version, `first-row` the first; `partial-update` and `aggregation` merge
+the versions of a key with several into one +I row (`merge_field`), a key's only
+version stays as it is (Paimon's reducer); a surviving `-U`/`-D` removes the key;
 with `ignore-delete` retractions are ignored before merging.
 
 `KeyedCompactTask` is picklable: an engine runs it on its executors (the
@@ -77,9 +79,13 @@ class LsmOptions:
         """The automatic policy: more sorted runs than the trigger (Paimon's universal compaction
         fires at `runs > num-sorted-run.compaction-trigger`). First-row tables also compact any
         level-0 file at once: Paimon's readers skip level 0 of first-row tables, and Paimon's own
-        writers force level-0 files up after each write for them (lookup compaction)."""
+        writers force level-0 files up after each write for them (lookup compaction). Aggregation
+        tables compact a bucket holding retractions at once, so that readers only merge +I rows."""
         if self.merge_engine == "first-row" and any(f.meta.level == 0 for f in files):
             return True
+        if self.merge_engine == "aggregation" and any(f.meta.level == 0 and f.meta.delete_row_count
+                                                      for f in files):
+            return True  # pypaimon (lakesink's reader) cannot merge an aggregation table's retractions
         return self.sorted_runs(files) > self.trigger
 
     def fully_compacted(self, files: Sequence[StagedFile]) -> bool:
@@ -165,11 +171,103 @@ def merge(data: pa.Table, spec: KeyedSpec, lsm: LsmOptions) -> pa.Table:
         differs = pc.invert(same)
         if lsm.merge_engine == "first-row":   # the first version of each key
             keep = pa.concat_arrays([pa.array([True])] + differs.chunks)
+        elif lsm.merge_engine in ("partial-update", "aggregation"):
+            data = _merge_versions(data, spec, differs, keys)
+            keep = None
         else:                                   # deduplicate: the last
             keep = pa.concat_arrays(differs.chunks + [pa.array([True])])
-        data = data.filter(keep)
+        if keep is not None:
+            data = data.filter(keep)
     survivors = data.filter(pc.invert(pc.is_in(data.column(VALUE_KIND), pa.array(RETRACT_KINDS, pa.int8()))))
     return survivors.drop_columns([_RANK])
+
+
+def _merge_versions(data: pa.Table, spec: KeyedSpec, differs: pa.ChunkedArray, keys: list) -> pa.Table:
+    """partial-update / aggregation: a key's only version kept as it is (Paimon's reducer), the
+    versions of a key with several merged into one +I row (the last version's key and sequence
+    number), in order; `data` is sorted by key and version. Sorted by key on return."""
+    last = pa.concat_arrays(differs.chunks + [pa.array([True])])
+    first = pa.concat_arrays([pa.array([True])] + differs.chunks)
+    single = pc.and_(first, last)
+    if pc.all(single).as_py():
+        return data
+    singles = data.filter(single)
+    several = data.filter(pc.invert(single))
+    ends = pc.indices_nonzero(pc.filter(last, pc.invert(single))).to_pylist()
+    values = [c for c in several.column_names
+              if c not in keys and c not in (SEQUENCE, VALUE_KIND, _RANK) and c not in spec.primary_keys]
+    kinds = several.column(VALUE_KIND).to_pylist()
+    columns = {c: several.column(c).to_pylist() for c in values}
+    merged = {c: [] for c in values}
+    start = 0
+    for end in ends:
+        retracts = [kinds[i] in RETRACT_KINDS for i in range(start, end + 1)]
+        for c in values:
+            merged[c].append(merge_field(spec, c, columns[c][start:end + 1], retracts))
+        start = end + 1
+    picked = several.take(pa.array(ends, pa.int64()))
+    for c in values:
+        picked = picked.set_column(picked.schema.get_field_index(c), picked.schema.field(c),
+                                   pa.array(merged[c], picked.schema.field(c).type))
+    picked = picked.set_column(picked.schema.get_field_index(VALUE_KIND), picked.schema.field(VALUE_KIND),
+                               pa.array([0] * picked.num_rows, pa.int8()))
+    out = pa.concat_tables([singles, picked])
+    return out.take(pc.sort_indices(out, sort_keys=[(k, "ascending") for k in keys]))
+
+
+def merge_field(spec: KeyedSpec, column: str, versions: list, retracts: list):
+    """One value column over a key's versions, oldest first: Paimon's partial-update (last non-null)
+    or the column's aggregate function (Java's FieldAggregator agg/retract)."""
+    if spec.merge_engine == "partial-update":
+        if any(retracts):
+            raise UnsupportedTableError(
+                "a partial-update table holds a retraction (-U/-D) of a key with several versions; "
+                "merge-engine=partial-update cannot merge it (Paimon refuses it too).")
+        out = None
+        for v in versions:
+            if v is not None:
+                out = v
+        return out
+    function = spec.aggregate_of(column)
+    delimiter = dict(spec.delimiters).get(column, ",")
+    acc, started = None, False
+    for v, retract in zip(versions, retracts):
+        if retract:
+            if function == "sum":
+                acc = acc if v is None else (-v if acc is None else acc - v)
+            elif function == "last_value":
+                acc = None
+            elif function == "last_non_null_value":
+                acc = acc if v is None else None
+            else:
+                raise UnsupportedTableError(
+                    f"the aggregate function {function} of column {column} cannot retract a -U/-D row "
+                    "(as in Paimon); set ignore-delete=true on the table to drop retractions.")
+            continue
+        if function == "sum":
+            acc = v if acc is None else (acc if v is None else acc + v)
+        elif function == "min":
+            acc = v if acc is None else (acc if v is None else min(acc, v))
+        elif function == "max":
+            acc = v if acc is None else (acc if v is None else max(acc, v))
+        elif function == "last_value":
+            acc = v
+        elif function == "last_non_null_value":
+            acc = acc if v is None else v
+        elif function == "first_value":
+            acc, started = (v, True) if not started else (acc, True)
+        elif function == "first_non_null_value":
+            acc = v if acc is None else acc
+        elif function == "bool_and":
+            acc = v if acc is None else (acc if v is None else (acc and v))
+        elif function == "bool_or":
+            acc = v if acc is None else (acc if v is None else (acc or v))
+        elif function == "listagg":  # null and blank values skipped, as Paimon
+            if v is not None and v.strip():
+                acc = v if acc is None else acc + delimiter + v
+        else:
+            raise UnsupportedTableError(f"lakesink does not merge the aggregate function {function}.")
+    return acc
 
 
 def read_bucket(task: KeyedCompactTask, schema: pa.Schema) -> pa.Table:

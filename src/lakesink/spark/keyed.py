@@ -8,7 +8,8 @@ Plan of the Spark job (one shuffle, one sort):
           ─ base   = next free sequence number of (partition, bucket)   (broadcast join)
           ─ repartition(partition columns, bucket)    one task owns each bucket
           ─ window over (partition, bucket, key) ordered by (sequence.field, order):
-                keep the last row (deduplicate) or the first (first-row)
+                keep the last row (deduplicate) or the first (first-row); partial-update and
+                aggregation merge the key's versions into the last row (window aggregates)
           ─ _SEQUENCE_NUMBER = base + row index in the task; _VALUE_KIND from rowkind.field
           ─ write.partitionBy(partition copies, bucket): one file per bucket, sorted by key
 
@@ -22,13 +23,17 @@ required ordering by the window's sort: Spark adds no shuffle or sort of its own
 from __future__ import annotations
 
 from ..errors import ConfigurationError
-from ..paimon.keyed import KEY_PREFIX, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec
+from ..paimon.keyed import (KEY_PREFIX, RETRACT_KINDS, RETRACTABLE_FUNCTIONS, ROW_KINDS, SEQUENCE, VALUE_KIND,
+                            KeyedSpec)
 from .bucket import bucket_column
 
 HIDDEN_PARTITION = "lakesink_partition_{}"
 BUCKET = "lakesink_bucket"
 _ORDER = "lakesink_order"
 _BASE = "lakesink_base"
+_KIND = "lakesink_kind"
+_VERSIONS = "lakesink_versions"
+_MERGED = "lakesink_merged_"
 _ROW_INDEX_BITS = 33  # monotonically_increasing_id: partition id << 33 | row index in the partition
 ERROR_PREFIX = "lakesink keyed write: "
 
@@ -66,6 +71,12 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
     group = [*hidden, BUCKET, *spec.trimmed_keys]
     window = Window.partitionBy(*group).orderBy(*[F.col(c).asc_nulls_first() for c in spec.sequence_fields],
                                                 F.col(_ORDER))
+    merging = spec.merge_engine in ("partial-update", "aggregation")
+    if merging:
+        out = out.withColumn(_KIND, _value_kind(out, spec))
+        if spec.ignore_delete and spec.rowkind_field:
+            out = out.where(~F.col(_KIND).isin(*RETRACT_KINDS))
+        out = _merge_versions(out, spec, names, window)
     if spec.merge_engine == "first-row":
         keep = F.lag(_ORDER).over(window).isNull()
     else:
@@ -74,9 +85,92 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
     row_index = F.monotonically_increasing_id().bitwiseAND((1 << _ROW_INDEX_BITS) - 1)
     columns = [out[k].alias(KEY_PREFIX + k) for k in spec.trimmed_keys]
     columns.append((out[_BASE] + row_index).alias(SEQUENCE))
-    columns.append(_value_kind(out, spec).alias(VALUE_KIND))
-    columns += [out[n] for n in names] + [out[h] for h in hidden] + [out[BUCKET]]
+    if merging:
+        # Paimon's write buffer (a reducer) keeps a key's only row as it came, kind included,
+        # and merges several into one +I row.
+        kind = F.when(F.col(_VERSIONS) == 1, out[_KIND]).otherwise(F.lit(0)).cast("tinyint")
+        values = [F.when(F.col(_VERSIONS) == 1, out[n]).otherwise(out[_MERGED + n]).alias(n)
+                  if n not in spec.primary_keys else out[n] for n in names]
+    else:
+        kind, values = _value_kind(out, spec), [out[n] for n in names]
+    columns.append(kind.alias(VALUE_KIND))
+    columns += values + [out[h] for h in hidden] + [out[BUCKET]]
     return out.select(*columns), hidden + [BUCKET]
+
+
+def _merge_versions(df, spec: KeyedSpec, names, window):
+    """Every value column merged over the versions of its key in this write, in order, as
+    Paimon's merge function for partial-update / aggregation does (`_MERGED<c>`), and the
+    number of versions (`_VERSIONS`)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    whole = window.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    retract = F.col(_KIND).isin(*RETRACT_KINDS) if spec.rowkind_field else F.lit(False)
+    if spec.rowkind_field and not spec.retractable:
+        # Paimon fails such a merge (partial-update: always; aggregation: on functions without
+        # retraction); lakesink fails the write instead, before anything is visible.
+        if spec.merge_engine == "partial-update":
+            why = ("merge-engine=partial-update cannot merge them (Paimon refuses them too); drop the "
+                   "-U/-D rows from the input")
+        else:
+            cannot = sorted({f"{c}: {f}" for c, f in spec.aggregates if f not in RETRACTABLE_FUNCTIONS})
+            why = (f"the aggregate functions {', '.join(cannot)} cannot retract (only "
+                   f"{', '.join(RETRACTABLE_FUNCTIONS)} can, as in Paimon); set ignore-delete=true to drop "
+                   "retractions, or drop the -U/-D rows from the input")
+        df = df.withColumn(_KIND, F.when(retract, F.raise_error(F.lit(
+            f"{ERROR_PREFIX}rowkind.field {spec.rowkind_field!r} holds a retraction (-U or -D) and {why}. "
+            "Nothing was written."))).otherwise(F.col(_KIND)))
+    merged = [F.count(F.lit(1)).over(whole).alias(_VERSIONS)]
+    types = {f.name: f.dataType for f in df.schema.fields}
+    for name in names:
+        if name in spec.primary_keys:
+            continue
+        column = F.col(name)
+        if spec.merge_engine == "partial-update":
+            value = F.last(column, ignorenulls=True).over(whole)
+        else:
+            function = spec.aggregate_of(name)
+            value = (_listagg(column, dict(spec.delimiters)[name], whole) if function == "listagg"
+                     else _aggregate(function, column, retract, whole))
+        merged.append(value.cast(types[name]).alias(_MERGED + name))
+    return df.select("*", *merged)
+
+
+def _aggregate(function: str, column, retract, whole):
+    """Paimon's aggregate function over a key's versions (Java's FieldAggregator semantics:
+    nulls are skipped except by last_value/first_value; retractions as `retract()` does)."""
+    from pyspark.sql import functions as F
+
+    if function == "sum":
+        return F.sum(F.when(retract, -column).otherwise(column)).over(whole)
+    if function == "min":
+        return F.min(column).over(whole)
+    if function == "max":
+        return F.max(column).over(whole)
+    if function == "last_value":       # a retraction sets it to null
+        return F.last(F.when(~retract, column)).over(whole)
+    if function == "last_non_null_value":  # a retraction of a non-null value sets it to null
+        last = F.last(F.when(column.isNotNull(), F.struct(retract.alias("r"), column.alias("v"))),
+                      ignorenulls=True).over(whole)
+        return F.when(~last["r"], last["v"])
+    if function == "first_value":
+        return F.first(column).over(whole)
+    if function == "first_non_null_value":
+        return F.first(column, ignorenulls=True).over(whole)
+    if function == "bool_and":
+        return F.bool_and(column).over(whole)
+    if function == "bool_or":
+        return F.bool_or(column).over(whole)
+    raise AssertionError(f"no Spark merge for aggregate function {function}")
+
+
+def _listagg(column, delimiter: str, whole):
+    """Values joined by the delimiter in version order; null and blank values skipped (Paimon)."""
+    from pyspark.sql import functions as F
+
+    present = F.when(column.rlike(r"\S"), column)
+    return F.when(F.count(present).over(whole) > 0, F.concat_ws(delimiter, F.collect_list(present).over(whole)))
 
 
 def _value_kind(df, spec: KeyedSpec):

@@ -5,6 +5,11 @@
 //       every row of the table's latest snapshot as one JSON object per line
 //   write <kind> <table> [<kind> <table> ...]
 //       creates a table with Paimon's own writer (kinds: see main), then prints nothing
+//   replay <spec.json> <table> [<spec.json> <table> ...]
+//       creates the table the spec describes and writes its batches with Paimon's own writer,
+//       one commit per batch, rows in order: {"columns": [[name, type], ...], "primary_key": [...],
+//       "partition": [...], "options": {...}, "batches": [[[row kind, [values...]], ...], ...]}
+//       (types: INT, BIGINT, DOUBLE, BOOLEAN, STRING, DECIMAL(p,s); row kinds +I, -U, +U, -D)
 //
 // JSON encoding (the Python side normalises its reads the same way):
 //   integers/booleans/strings as JSON; FLOAT/DOUBLE as numbers, NaN/±Infinity as strings;
@@ -75,6 +80,8 @@ public class PaimonOracle {
                 read(args[i], args[i + 1]);
             } else if (args[0].equals("write")) {
                 write(args[i], args[i + 1]);
+            } else if (args[0].equals("replay")) {
+                replay(args[i], args[i + 1]);
             } else {
                 throw new IllegalArgumentException("unknown command " + args[0]);
             }
@@ -442,6 +449,67 @@ public class PaimonOracle {
             }
             default:
                 throw new IllegalArgumentException("unknown table kind " + kind);
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    static void replay(String specFile, String path) throws Exception {
+        Map<String, Object> spec = org.apache.paimon.utils.JsonSerdeUtil.fromJson(
+                new String(Files.readAllBytes(Paths.get(specFile)), StandardCharsets.UTF_8), Map.class);
+        Schema.Builder b = Schema.newBuilder();
+        List<String> types = new ArrayList<>();
+        for (Object c : (List<Object>) spec.get("columns")) {
+            List<Object> col = (List<Object>) c;
+            String type = (String) col.get(1);
+            types.add(type);
+            b.column((String) col.get(0), replayType(type));
+        }
+        b.primaryKey((List<String>) spec.get("primary_key"));
+        b.partitionKeys((List<String>) spec.get("partition"));
+        for (Map.Entry<String, Object> e : ((Map<String, Object>) spec.get("options")).entrySet()) {
+            b.option(e.getKey(), String.valueOf(e.getValue()));
+        }
+        FileStoreTable t = create(path, b.build());
+        for (Object batch : (List<Object>) spec.get("batches")) {
+            List<GenericRow> rows = new ArrayList<>();
+            for (Object r : (List<Object>) batch) {
+                List<Object> kindAndValues = (List<Object>) r;
+                List<Object> values = (List<Object>) kindAndValues.get(1);
+                GenericRow row = new GenericRow(RowKind.fromShortString((String) kindAndValues.get(0)), values.size());
+                for (int i = 0; i < values.size(); i++) row.setField(i, replayValue(types.get(i), values.get(i)));
+                rows.add(row);
+            }
+            commit(t, rows);
+        }
+    }
+
+    static DataType replayType(String type) {
+        if (type.startsWith("DECIMAL(")) {
+            String[] ps = type.substring(8, type.length() - 1).split(",");
+            return DataTypes.DECIMAL(Integer.parseInt(ps[0].trim()), Integer.parseInt(ps[1].trim()));
+        }
+        switch (type) {
+            case "INT": return DataTypes.INT();
+            case "BIGINT": return DataTypes.BIGINT();
+            case "DOUBLE": return DataTypes.DOUBLE();
+            case "BOOLEAN": return DataTypes.BOOLEAN();
+            case "STRING": return DataTypes.STRING();
+            default: throw new IllegalArgumentException("replay: unsupported type " + type);
+        }
+    }
+
+    static Object replayValue(String type, Object v) {
+        if (v == null) return null;
+        if (type.startsWith("DECIMAL(")) {
+            DecimalType d = (DecimalType) replayType(type);
+            return Decimal.fromBigDecimal(new BigDecimal(v.toString()), d.getPrecision(), d.getScale());
+        }
+        switch (type) {
+            case "INT": return ((Number) v).intValue();
+            case "BIGINT": return ((Number) v).longValue();
+            case "DOUBLE": return ((Number) v).doubleValue();
+            case "BOOLEAN": return (Boolean) v;
+            default: return BinaryString.fromString((String) v);
         }
     }
 
