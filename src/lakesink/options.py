@@ -186,9 +186,10 @@ _declare(
            "nullable columns and columns widen (e.g. int → bigint, float → double, decimal precision up) "
            "in the same snapshot as the data. Missing columns, narrowing and other type changes stay "
            "errors. See [schema-evolution.md](schema-evolution.md).", aliases=("mergeSchema",)),
-    Option("aggregator.enabled", "write", "bool", False, "After each commit, bin small files per partition "
-           "up to `target-file-size` and replace them by one file in a COMPACT snapshot. See "
-           "[compaction.md](compaction.md)."),
+    Option("aggregator.enabled", "write", "bool", False, "Append tables: after each commit, compact the "
+           "small files of the partitions written, also those earlier writes left (picked from the "
+           "table, `compaction.min.file-num`/`compaction.max.file-num`), into files of "
+           "`target-file-size` in a COMPACT snapshot. See [compaction.md](compaction.md)."),
     # -- ctas ----------------------------------------------------------------------
     Option("ctas.atomicity-enabled", "ctas", "bool", True, "Stage the table and publish it atomically; "
            "`false` writes in place (object stores, which have no atomic directory rename)."),
@@ -233,10 +234,15 @@ _declare(
     Option("bucket", "table", "int", -1, "Buckets; lakesink writes unaware-bucket append tables (`-1`)."),
     Option("target-file-size", "table", "size", 128 * 1024 * 1024, "Size the aggregator, compaction and "
            "the Spark-native writer aim files at.", default_text="128 mb"),
-    Option("compaction.min.file-num", "table", "int", 5, "Small files of one partition merged by the "
-           "aggregator even below `target-file-size` (Paimon's default, 5).", minimum=2),
-    Option("write-only", "table", "bool", False, "Paimon: writers never compact. Primary-key tables: turns "
-           "off lakesink's automatic compaction after commits (run `lakesink.compact` instead)."),
+    Option("compaction.min.file-num", "table", "int", 5, "Append tables: a partition's small files that "
+           "fill no `target-file-size` yet are merged into one once there are this many (Paimon's rule "
+           "and default; see [compaction.md](compaction.md)).", minimum=2),
+    Option("compaction.max.file-num", "table", "int", 50, "Append tables: the most small files one "
+           "automatic rewrite reads; that many are merged even below `target-file-size` (Paimon's "
+           "default, 50).", minimum=2),
+    Option("write-only", "table", "bool", False, "Paimon: writers never compact. Turns off lakesink's "
+           "automatic compaction after commits (primary-key tables; append tables even with "
+           "`aggregator.enabled`): run `lakesink.compact` instead."),
     Option("num-sorted-run.compaction-trigger", "table", "int", 5, "Primary-key tables: a bucket with more "
            "sorted runs than this (each level-0 file is one, each level above one) is fully compacted "
            "after a commit (see [compaction.md](compaction.md)).", minimum=1),

@@ -36,6 +36,7 @@ from .. import storage
 from ..errors import CommitConflictError
 from ..protocol import crashpoints
 from ..protocol.aggregator import Aggregator, pack_bins
+from ..protocol.committer import Committer
 from ..protocol.coordinator import CompactionTarget, CoordinatedCommitter, Coordinator, FilesWritten
 from ..protocol.state import StateStore
 from ..protocol.target import CommitReport
@@ -50,7 +51,9 @@ from .target import PaimonTarget
 log = logging.getLogger(__name__)
 
 _ADD, _DELETE = 0, 1
-CARRY_BELOW = 0.75            # a file under 3/4 of the target stays a compaction candidate
+# A file under 70% of the target is a compaction candidate: Paimon's `compactionFileSize` (a
+# rewrite aiming at the target may come out a little short; it must not be picked again).
+CARRY_BELOW = 0.7
 IDLE_ROUNDS = 3               # a key that got no new file for this many rounds has its rest merged
 EXECUTOR_REWRITE_BYTES = 256 * 1024 * 1024  # from this volume on, rewrite distributed (an engine's executors)
 
@@ -59,32 +62,63 @@ def target_file_size(table) -> int:
     return table.options.target_file_size(False)
 
 
+def pick_small_files(files: Sequence[StagedFile], target_size: int, min_file_num: int = 5,
+                     max_file_num: int | None = 50, size_of=None, final: bool = False) -> list[list[StagedFile]]:
+    """Which small files of one partition (and bucket) to rewrite together, one file per bin:
+    Paimon's rule for unaware-bucket append tables (its `AppendCompactCoordinator`).
+
+    Candidates are the files under 70% of `target_size`, smallest first. A bin closes when its
+    rewritten size (`size_of`, default the file size) reaches the target, or when it holds
+    `max_file_num` files. The rest (less than a target's worth) waits for more files, unless it
+    holds `min_file_num` files under half the target: those are merged into one still-small
+    file. Files of half a target or more stay out of that merge: two of them fill a bin of their
+    own, whereas a merged file that grew through merge after merge would stop at 70% of the
+    target, far from it, after being rewritten again and again. `final` (a compaction job,
+    a partition nobody writes to any more) merges any rest of two files or more.
+
+    So a partition keeps fewer than `min_file_num` files under half the target and at most one
+    between half and 70% of it; every other file is about the target size or larger.
+    """
+    size_of = size_of or (lambda f: f.file_size)
+    small = sorted((f for f in files if f.file_size < target_size * CARRY_BELOW), key=lambda f: f.file_size)
+    bins, rest = pack_bins(small, size_of, target_size, None, max_file_num)
+    if not final:
+        rest = [f for f in rest if size_of(f) < target_size / 2]
+    if len(rest) >= (2 if final else max(2, min_file_num)):
+        bins.append(rest)
+    return bins
+
+
 # -- the aggregator -------------------------------------------------------------------
 
 class SmallFileAggregator(Aggregator[StagedFile]):
-    """Bins small files per (partition, bucket) up to the target size and rewrites full bins.
+    """Picks small files per (partition, bucket) from the table and rewrites them in target-size files.
 
-    Bins are filled oldest file first; a bin is full when its estimated
-    rewritten size reaches the target. The estimate is rows × the bytes per
-    row of earlier rewrites (many small Parquet files carry more overhead and
-    compress worse than one: summing their sizes would make files too small).
-    Below the target, files carry over to the next checkpoint, unless a key
-    gathered `max_small_files` of them: those are merged into one (still
-    small, still a candidate) file so a slow partition never holds hundreds,
-    and a key that received nothing for `IDLE_ROUNDS` rounds (yesterday's
-    partition) has its rest merged too.
+    A round works on the live small files of every partition its carried files belong to,
+    read from the table's latest snapshot (`inputs`): the files of earlier jobs, of other
+    writers and of earlier rounds, not only what this writer just wrote. Which of them are
+    rewritten together is `pick_small_files` (Paimon's rule: smallest first, a bin per
+    target's worth or per `compaction.max.file-num` files, a rest of `compaction.min.file-num`
+    files merged into one). A bin's size is estimated as rows × the bytes per row of rewritten
+    files (many small Parquet files carry more overhead and compress worse than one: summing
+    their sizes would make files too small), learned from the table's large files and from
+    each rewrite. Below the target, files carry over to the next checkpoint; a key that
+    received nothing for `IDLE_ROUNDS` rounds (yesterday's partition) has its rest merged.
     """
 
     def __init__(self, table, staging_dir: str, target_size: int | None = None,
                  max_small_files: int | None = None, fs_options: dict | None = None,
-                 executor_bytes: int = EXECUTOR_REWRITE_BYTES, distributed: Rewriter | None = None):
+                 executor_bytes: int = EXECUTOR_REWRITE_BYTES, distributed: Rewriter | None = None,
+                 from_table: bool = True):
         self.table_path = storage.normalize(str(table.table_path))
         self.layout = TableLayout.of(table)
         self.table = table
         self.staging_dir = staging_dir
         self.target_size = int(target_size or target_file_size(table))
-        self.max_small_files = int(max_small_files or registry.table_value(registry.table_options_of(table),
-                                                                           "compaction.min.file-num"))
+        table_options = registry.table_options_of(table)
+        self.max_small_files = int(max_small_files or registry.table_value(table_options, "compaction.min.file-num"))
+        self.max_file_num = max(2, int(registry.table_value(table_options, "compaction.max.file-num")))
+        self.from_table = from_table  # rounds pick from the table's live files (else: the carried ones only)
         self.fs_options = fs_options
         self.executor_bytes = executor_bytes
         self.distributed = distributed  # for volumes from `executor_bytes` on
@@ -109,13 +143,27 @@ class SmallFileAggregator(Aggregator[StagedFile]):
         self.bytes_per_row = float(state.get("bytes_per_row", 0.0))
         self._seen = {k: list(v) for k, v in (state.get("seen") or {}).items()}
 
+    def inputs(self, committables: list[StagedFile]) -> list[StagedFile]:
+        """The live small files of the carried files' partitions, read from the table: what earlier
+        jobs and other writers left there is compacted too, and files someone else compacted or
+        overwrote meanwhile are no longer offered (no conflict to lose)."""
+        if not self.from_table or not committables:
+            return committables
+        keys = {self.pre_aggregate_key(c) for c in committables}
+        live = [f for f in live_files(self.table) if self.pre_aggregate_key(f) in keys]
+        if self.bytes_per_row <= 0:
+            self._learn_from(f for f in live if not self.carries(f) and f.meta.schema_id == self.layout.schema_id)
+        return [f for f in live if self.carries(f)]
+
     def plan(self, files: Sequence[StagedFile], key=None) -> tuple[list[list[StagedFile]], list[StagedFile]]:
         """(bins to rewrite, files to keep) for the files of one key."""
         candidates = [f for f in files if self.carries(f)]
         count, idle = self._seen.get(repr(key), [-1, 0])
         idle = idle + 1 if count == len(candidates) else 0
-        flush_at = 2 if self._flushing or idle >= IDLE_ROUNDS else self.max_small_files
-        bins, _rest = pack_bins(candidates, self.estimated_size, self.target_size, flush_at)
+        final = self._flushing or idle >= IDLE_ROUNDS
+        # A compaction job (flushing) rewrites everything in target-size files: no cap per bin.
+        bins = pick_small_files(candidates, self.target_size, self.max_small_files,
+                                None if self._flushing else self.max_file_num, self.estimated_size, final)
         binned = {id(f) for b in bins for f in b}
         self._seen[repr(key)] = [len(candidates) - len(binned) + len(bins), 0 if bins else idle]
         return bins, [f for f in files if id(f) not in binned]
@@ -165,8 +213,15 @@ class SmallFileAggregator(Aggregator[StagedFile]):
         return min(f.file_size, f.row_count * self.bytes_per_row)
 
     def _learn(self, owners, outputs) -> None:
-        rows = sum(f.row_count for f in outputs)
-        size = sum(f.file_size for f in outputs)
+        # Only outputs near the target teach the ratio: a merge of a few tiny files carries more
+        # Parquet overhead per row and would make every later target-size bin close too early.
+        self._learn_from(o for o in outputs if not self.carries(o))
+
+    def _learn_from(self, files) -> None:
+        """Bytes per row of files as large as rewrites make them (a moving average)."""
+        files = list(files)
+        rows = sum(f.row_count for f in files)
+        size = sum(f.file_size for f in files)
         if rows > 0 and size > 0:
             observed = size / rows
             self.bytes_per_row = observed if self.bytes_per_row <= 0 else 0.7 * self.bytes_per_row + 0.3 * observed
@@ -430,9 +485,13 @@ def new_coordinator(target: PaimonTarget, commit_user: str, store: StateStore | 
     return Coordinator(aggregator, compaction, commit_user, store)
 
 
-def coordinated(committer, store: StateStore, distributed: Rewriter | None = None) -> CoordinatedCommitter:
-    """The streaming committer with the aggregator after each commit: one coordinator per
-    checkpoint and process, restored from the checkpoint on first use."""
+def coordinated(committer: Committer, store: StateStore, distributed: Rewriter | None = None) -> Committer:
+    """The streaming committer with the aggregator after each commit (a `CoordinatedCommitter`):
+    one coordinator per checkpoint and process, restored from the checkpoint on first use. An
+    append table with `write-only` keeps the plain committer."""
+    table = committer.target.table()
+    if table is not None and not table.is_primary_key_table and not compacts_appends(table):
+        return committer  # write-only: Paimon's writers never compact such a table
     key = (store.directory, committer.commit_user, committer.target.describe())
     with _coordinators_lock:
         coordinator = _coordinators.get(key)
@@ -443,24 +502,30 @@ def coordinated(committer, store: StateStore, distributed: Rewriter | None = Non
     return CoordinatedCommitter(committer, coordinator)
 
 
+def compacts_appends(table) -> bool:
+    """Whether the aggregator may compact this append table (not with Paimon's `write-only`)."""
+    return not registry.table_value(registry.table_options_of(table), "write-only")
+
+
 def aggregate_batch(target: PaimonTarget, commit_user: str, report: CommitReport,
                     files: Sequence[StagedFile], forget_user: bool = False,
                     distributed: Rewriter | None = None) -> None:
-    """After a batch job's append: combine small files of the partitions it wrote, its own and
-    those earlier jobs left, as Paimon's append compaction does: a partition's small files are
-    merged once `compaction.min.file-num` of them gathered, or when they fill a file of
-    `target-file-size`. So repeated small jobs keep the file count bounded without rewriting a
-    growing file every time. Failures are logged and reported, never raised: the job's rows
-    already landed; a conflict with another writer just leaves the files as they are."""
+    """After a batch job's append: compact the small files of the partitions it wrote, its own
+    and those earlier jobs or other writers left (the aggregator picks them from the table's
+    latest snapshot), as Paimon's append compaction does: a partition's small files are merged
+    once they fill a file of `target-file-size`, or once `compaction.min.file-num` of them
+    gathered. So repeated small jobs keep the file count bounded without rewriting a growing
+    file every time. A round that loses a conflict (another commit removed an input) is planned
+    again on the new state (`Coordinator.ROUND_ATTEMPTS`). Failures are logged and reported,
+    never raised: the job's rows already landed."""
     if not report.committed or not files:
         return
     try:
+        table = target.table(refresh=True)
+        if table is None or not compacts_appends(table):
+            return
         coordinator = new_coordinator(target, commit_user, None, distributed=distributed)
-        written = {f.meta.file_name for f in files}
-        partitions = {(tuple(f.partition), f.bucket) for f in files}
-        earlier = [f for f in live_files(target.table(refresh=True))
-                   if (tuple(f.partition), f.bucket) in partitions and f.meta.file_name not in written]
-        coordinator.send(FilesWritten(report.identifier, list(files) + earlier))
+        coordinator.send(FilesWritten(report.identifier, list(files)))
         report.extra["aggregation"] = coordinator.commit_finished(report.identifier, landed=True)
         if forget_user:
             target.forget_commit_user(coordinator.compact_user)

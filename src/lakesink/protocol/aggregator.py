@@ -139,23 +139,27 @@ def run_aggregator(aggregator: Aggregator[C], committables: Sequence[C],
 
 
 def pack_bins(items: Sequence[C], size_of: Callable[[C], float], target: float,
-              flush_at_count: int | None = None) -> tuple[list[list[C]], list[C]]:
-    """Pack items (oldest first) into bins that reach `target`; return (bins, rest).
+              flush_at_count: int | None = None,
+              max_count: int | None = None) -> tuple[list[list[C]], list[C]]:
+    """Pack items (in the order given) into bins that reach `target`; return (bins, rest).
 
     A bin closes as soon as its size reaches `target`, so each bin makes one
-    file of about the target size. The rest (less than a target's worth) waits
-    for later items, unless it holds `flush_at_count` items or more: then it
-    becomes a bin of its own (one still-small file instead of many).
+    file of about the target size, or when it holds `max_count` items (one
+    rewrite reads at most that many). The rest (less than a target's worth)
+    waits for later items, unless it holds `flush_at_count` items or more: then
+    it becomes a bin of its own (one still-small file instead of many).
     """
     if target <= 0:
         raise ConfigurationError(f"target size must be positive, got {target}")
+    if max_count is not None and max_count < 2:
+        raise ConfigurationError(f"a bin must be allowed at least 2 items, got max_count={max_count}")
     bins: list[list[C]] = []
     current: list[C] = []
     size = 0.0
     for item in items:
         current.append(item)
         size += size_of(item)
-        if size >= target:
+        if size >= target or (max_count is not None and len(current) >= max_count):
             if len(current) > 1:
                 bins.append(current)
             current, size = [], 0.0

@@ -263,9 +263,33 @@ class Coordinator(Generic[C]):
                 self.bins.setdefault(self.target.identity(c), c)
         self.applied = max(checkpoint, self.applied if self.applied is not None else checkpoint)
 
+    ROUND_ATTEMPTS = 3  # plans of one round: the first, and again after each lost conflict
+
     def _round(self, checkpoint: int) -> RoundReport | None:
+        """Plan, rewrite and commit one compaction. One that loses a conflict (another commit
+        removed some of its inputs meanwhile) has its outputs deleted and the bins pruned to live
+        files; it is planned again on the new state, up to `ROUND_ATTEMPTS` plans, then the round
+        gives up (the next one looks again). The report's `conflict` says a round ended without
+        its compaction; `extra["conflicts"]` counts the plans that lost."""
         if self.pending is not None:  # an earlier compaction whose outcome was unknown
             self._resolve_pending(checkpoint)
+        lost: list[str] = []
+        report: RoundReport | None = None
+        for _attempt in range(self.ROUND_ATTEMPTS):
+            report = self._plan_and_commit(checkpoint)
+            if report is None or report.conflict is None:
+                break
+            lost.append(report.conflict)
+            log.info("compaction of %s lost a conflict (%d of %d plans): planning again on the new state",
+                     self.commit_user, len(lost), self.ROUND_ATTEMPTS)
+        if lost:
+            report = report or RoundReport(checkpoint, carried=len(self.bins))
+            report.extra["conflicts"] = len(lost)
+            if report.snapshot_id is None:
+                report.conflict = lost[-1]
+        return report
+
+    def _plan_and_commit(self, checkpoint: int) -> RoundReport | None:
         if not self.bins:
             return None
         committables = self.aggregator.inputs(list(self.bins.values()))

@@ -1,0 +1,229 @@
+"""Automatic compaction of append tables (no Spark): Paimon's rule for picking small files, repeated
+batch jobs and micro-batches that stay near the ideal file count, and compactions that lose a
+conflict with another writer (retry on the new state, or give up), read back with pypaimon."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lakesink
+from lakesink.errors import ConfigurationError
+from lakesink.options import WriteOptions
+from lakesink.paimon.compaction import (PaimonCompactionTarget, SmallFileAggregator, live_files,
+                                        pick_small_files, target_file_size)
+from lakesink.paimon.rewrite import rewrite_on_driver
+from lakesink.paimon.sink import BatchWrite, describe_files
+from lakesink.paimon.tables import open_table
+from lakesink.paimon.target import PaimonTarget
+from lakesink.protocol.coordinator import Coordinator, FilesWritten
+from tests.helpers import leftover_files, read_table, snapshots
+
+# -- the picking rule -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class F:
+    name: str
+    file_size: int
+
+
+def names(bins):
+    return [[f.name for f in b] for b in bins]
+
+
+def test_small_files_are_picked_smallest_first_one_bin_per_target():
+    files = [F("a", 40), F("b", 10), F("c", 30), F("d", 20), F("e", 30)]
+    # target 100: all are candidates (under 70); the bin reaches 100 only with the fifth file
+    assert names(pick_small_files(files, 100, min_file_num=5)) == [["b", "d", "c", "e", "a"]]
+    # target 55: "a" is no candidate (over 38.5); b+d+c reach 55; "e" alone waits
+    assert names(pick_small_files(files, 55, min_file_num=5)) == [["b", "d", "c"]]
+
+
+def test_files_of_70_percent_of_the_target_or_more_are_never_picked():
+    files = [F("big", 70), F("huge", 500), F("s1", 5), F("s2", 5)]
+    assert pick_small_files(files, 100, min_file_num=2) == [[F("s1", 5), F("s2", 5)]]
+
+
+def test_a_rest_below_the_target_is_merged_only_from_min_file_num_files():
+    four = [F(f"f{i}", 10) for i in range(4)]
+    assert pick_small_files(four, 1000, min_file_num=5) == []
+    assert names(pick_small_files(four + [F("f4", 10)], 1000, min_file_num=5)) == [["f0", "f1", "f2", "f3", "f4"]]
+
+
+def test_max_file_num_bounds_the_files_one_rewrite_reads():
+    files = [F(f"f{i}", 1) for i in range(7)]
+    assert names(pick_small_files(files, 1000, min_file_num=5, max_file_num=3)) == [
+        ["f0", "f1", "f2"], ["f3", "f4", "f5"]]  # f6 alone waits (fewer than min_file_num)
+    with pytest.raises(ConfigurationError, match="at least 2"):
+        pick_small_files(files, 1000, max_file_num=1)
+
+
+def test_the_bin_size_is_the_estimated_rewritten_size():
+    files = [F(f"f{i}", 30) for i in range(6)]
+    # each file shrinks to 10 when rewritten: 6 files make 60, below the target 100
+    assert pick_small_files(files, 100, min_file_num=7, size_of=lambda f: 10) == []
+    assert names(pick_small_files(files, 100, min_file_num=7)) == [["f0", "f1", "f2", "f3"]]
+
+
+# -- batch jobs and micro-batches against a real table ------------------------------------
+
+SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("note", pa.string())])
+DAYS = (dt.date(2026, 1, 1), dt.date(2026, 1, 2))
+
+
+def job_rows(job: int, task: int, day: int, rows: int = 300) -> pa.Table:
+    first = ((job * 4 + task) * len(DAYS) + day) * rows
+    ids = list(range(first, first + rows))
+    return pa.table({"id": pa.array(ids, pa.int64()), "day": pa.array([DAYS[day]] * rows, pa.date32()),
+                     "note": [f"order-{i}-" + "x" * (i % 13) for i in ids]}, schema=SCHEMA)
+
+
+def batch_job(path: str, job: int, options: dict, mode: str = "append", days=range(len(DAYS))):
+    """One job as `lakesink.write` runs it, its 4 tasks' files written by pyarrow."""
+    opts = WriteOptions.parse({"partition": "day", "maintenance.enabled": "false", **options})
+    write = BatchWrite.plan(path, SCHEMA, opts, mode, "test", "dynamic")
+    write.target.file_io.check_or_mkdirs(write.staging_dir)
+    paths, written = [], []
+    for task in range(4):
+        for day in days:
+            rows = job_rows(job, task, day)
+            paths.append(f"{write.staging_dir}/part-{task}-{day}.parquet")
+            pq.write_table(rows, paths[-1])
+            written.append(rows)
+    report = write.commit(write.describe_staged(paths))
+    assert "aggregation_error" not in report.extra, report.extra
+    return report, pa.concat_tables(written)
+
+
+def files_vs_ideal(path: str) -> tuple[int, int]:
+    table = open_table(path)
+    per_partition = Counter()
+    files = live_files(table)
+    for f in files:
+        per_partition[f.partition] += f.file_size
+    return len(files), sum(math.ceil(b / target_file_size(table)) for b in per_partition.values())
+
+
+def rows_of(table: pa.Table) -> list[tuple]:
+    return sorted(zip(*(table.column(n).to_pylist() for n in SCHEMA.names)))
+
+
+def test_repeated_small_batch_jobs_keep_live_files_within_1_5_times_ideal(tmp_path):
+    path = str(tmp_path / "wh" / "db.db" / "t")
+    written = []
+    for job in range(30):
+        report, rows = batch_job(path, job, {"aggregator.enabled": "true", "target-file-size": "48kb"})
+        written.append(rows)
+    live, ideal = files_vs_ideal(path)
+    assert ideal >= 8, ideal  # enough bytes for the bound to mean something
+    assert live <= 1.5 * ideal, (live, ideal)
+    assert rows_of(read_table(path)) == rows_of(pa.concat_tables(written))
+    assert leftover_files(path) == set()
+    assert Counter(s.commit_kind for s in snapshots(path))["COMPACT"] >= 5
+
+
+def test_micro_batches_keep_live_files_within_1_5_times_ideal(tmp_path):
+    from lakesink.paimon.stream import StreamSink
+    path = str(tmp_path / "wh" / "db.db" / "t")
+    options = WriteOptions.parse({"partition": "day", "target-file-size": "48kb", "maintenance.enabled": "false",
+                                  "aggregator.enabled": "true"})
+    sink = StreamSink(path, str(tmp_path / "chk"), SCHEMA, options, "test")
+    sink.bind()
+    written = []
+    for batch in range(30):
+        staging = sink.staging_dir(batch)
+        sink.target.file_io.check_or_mkdirs(staging)
+        paths = []
+        for task in range(4):
+            for day in range(len(DAYS)):
+                written.append(job_rows(batch, task, day))
+                paths.append(f"{staging}/part-{task}-{day}.parquet")
+                pq.write_table(written[-1], paths[-1])
+        sink.commit_batch(batch, describe_files(paths, sink.layout, sink.target.file_io))
+    live, ideal = files_vs_ideal(path)
+    assert live <= 1.5 * ideal, (live, ideal)
+    assert rows_of(read_table(path)) == rows_of(pa.concat_tables(written))
+    assert leftover_files(path) == set()
+
+
+def test_write_only_turns_the_automatic_compaction_off(tmp_path):
+    path = str(tmp_path / "wh" / "db.db" / "t")
+    for job in range(3):
+        batch_job(path, job, {"aggregator.enabled": "true", "target-file-size": "48kb", "write-only": "true"})
+    assert {s.commit_kind for s in snapshots(path)} == {"APPEND"}
+    assert len(live_files(open_table(path))) == 3 * 8
+
+
+# -- conflicts with other writers ----------------------------------------------------------
+
+class Meanwhile:
+    """The rewrite of a compaction round, with another writer's commit landing first (once): the
+    round's plan is made, its inputs then removed by a real commit of someone else."""
+
+    def __init__(self, other):
+        self.other = other
+        self.calls = 0
+
+    def __call__(self, tasks):
+        self.calls += 1
+        if self.calls == 1:
+            self.other()
+        return rewrite_on_driver(tasks)
+
+
+def round_after(path: str, job_files, meanwhile: Meanwhile):
+    """One aggregation round of a writer whose last job wrote `job_files`, as after its commit."""
+    target = PaimonTarget(path)
+    table = target.table(refresh=True)
+    compaction = PaimonCompactionTarget(target)
+    aggregator = SmallFileAggregator(table, compaction.staging_dir("writer.compact"), executor_bytes=0,
+                                     distributed=meanwhile)
+    coordinator = Coordinator(aggregator, compaction, "writer")
+    coordinator.send(FilesWritten(1, job_files))
+    return coordinator.commit_finished(1, landed=True)
+
+
+def small_table(path: str, jobs: int = 3) -> pa.Table:
+    written = [batch_job(path, job, {"target-file-size": "1mb"})[1] for job in range(jobs)]
+    return pa.concat_tables(written)
+
+
+def test_a_round_whose_inputs_another_compaction_took_plans_again_on_the_new_state(tmp_path):
+    path = str(tmp_path / "wh" / "db.db" / "t")
+    written = small_table(path)
+    mine = live_files(open_table(path))
+    other = Meanwhile(lambda: lakesink.compact(None, path, partitions=[{"day": "2026-01-01"}], progress=False))
+    report = round_after(path, mine, other)
+
+    assert report.extra["conflicts"] == 1 and report.conflict is None and report.snapshot_id
+    kinds = [s.commit_kind for s in snapshots(path)]
+    assert kinds[-2:] == ["COMPACT", "COMPACT"]  # theirs, then ours on the new state
+    per_day = Counter(f.partition for f in live_files(open_table(path)))
+    assert sorted(per_day.values()) == [1, 1]
+    assert rows_of(read_table(path)) == rows_of(written)
+    assert leftover_files(path) == set()
+
+
+def test_a_round_whose_inputs_an_overwrite_removed_gives_up_with_every_row_exact(tmp_path):
+    path = str(tmp_path / "wh" / "db.db" / "t")
+    small_table(path)
+    mine = live_files(open_table(path))
+    replaced = {}
+
+    def overwrite_everything():
+        _report, replaced["rows"] = batch_job(path, 99, {"target-file-size": "1mb"}, mode="overwrite")
+
+    report = round_after(path, mine, Meanwhile(overwrite_everything))
+
+    # Every input is gone: the first plan conflicts, the second finds none of the carried files live.
+    assert report.extra["conflicts"] == 1 and report.conflict and report.snapshot_id is None
+    assert snapshots(path)[-1].commit_kind == "OVERWRITE"
+    assert rows_of(read_table(path)) == rows_of(replaced["rows"])
+    assert leftover_files(path) == set()
