@@ -251,8 +251,12 @@ def read(spark: SparkSession, path: str, *, snapshot: int | None = None, tag: st
 
 def read_stream(spark: SparkSession, path: str, *, consumer_id: str | None = None,
                 starting: str | int | _dt.datetime = "latest-full", read_overwrite: bool = False,
-                max_rows_per_trigger: int | None = None, options: Mapping[str, str] | None = None) -> DataFrame:
+                max_rows_per_trigger: int | None = None, options: Mapping[str, str] | None = None,
+                changelog: bool | None = None) -> DataFrame:
     """A streaming DataFrame of the rows each new snapshot of the table at `path` (or name) adds.
+
+    A primary-key table streams its changelog: a first column `rowkind` (`+I`, `-U`, `+U`,
+    `-D`) before the table's columns; `changelog=True` asks the same of an append table.
 
     `starting`: "latest-full" (the current rows, then new ones: the default, as
     Paimon and Delta start), "latest" (only rows committed after the query
@@ -267,7 +271,8 @@ def read_stream(spark: SparkSession, path: str, *, consumer_id: str | None = Non
     """
     from .spark.read import read_stream as _read_stream
     return _read_stream(spark, path, consumer_id=consumer_id, starting=starting, read_overwrite=read_overwrite,
-                        max_rows_per_trigger=max_rows_per_trigger, options=dict(options) if options else None)
+                        max_rows_per_trigger=max_rows_per_trigger, options=dict(options) if options else None,
+                        changelog=changelog)
 
 
 def compact(spark: SparkSession | None, path: str, partitions: Sequence[Mapping[str, object]] | None = None,

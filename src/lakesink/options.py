@@ -224,6 +224,10 @@ _declare(
     Option("read.stream.maxRowsPerTrigger", "stream-read", "int", None, "A micro-batch takes whole "
            "snapshots holding up to this many added rows; a larger snapshot is read alone (never split).",
            aliases=("maxRowsPerTrigger",), minimum=1, default_text="unlimited"),
+    Option("read.readChangeLog", "stream-read", "bool", False, "Stream the table's changelog: every row "
+           "with a first column `rowkind` (`+I`, `-U`, `+U`, `-D`), as Paimon's Spark connector names it. "
+           "Needed for primary-key tables (`lakesink.read_stream` sets it for them); see "
+           "[keyed.md](keyed.md#streaming-reads-the-changelog)."),
     # -- Paimon table options lakesink honours -----------------------------------------
     Option("file.format", "table", "choice", "parquet", "Data file format; lakesink writes `parquet`.",
            choices=("parquet", "orc", "avro")),

@@ -148,6 +148,13 @@ class JavaPaimon:
             raise rows
         return rows
 
+    def changes(self, table: str, after: int, out_dir: Path) -> list[dict]:
+        """Paimon's own streaming read of `table` after snapshot `after`: rows with a "rowkind"."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        out = out_dir / f"changes-{Path(table).name}-{after}.jsonl"
+        self._run(["changes", table, str(out), str(after)])
+        return [json.loads(line) for line in out.read_text("utf-8").splitlines()]
+
     def replay(self, spec: dict, table: str, work_dir: Path) -> None:
         """Create `table` as `spec` says and write its batches with Paimon's own writer, one commit
         each (format: PaimonOracle.java, `replay`)."""

@@ -298,11 +298,7 @@ def plan_added(table: FileStoreTable, after: int, up_to: int, read_overwrite: bo
     for snapshot_id in range(after + 1, up_to + 1):
         snapshot = manager.get_snapshot_by_id(snapshot_id)
         if snapshot is None:
-            raise SnapshotNotFoundError(
-                f"Snapshot {snapshot_id} of {table.table_path} has expired before the stream read it; "
-                f"{describe_range(table)}. Keep snapshots longer (snapshot.time-retained) or read "
-                "with a consumer-id so expiry keeps what the stream still needs; to skip the gap "
-                "restart the query from a new checkpoint.")
+            raise expired(table, snapshot_id)
         if not streaming_reads(table, snapshot, read_overwrite):
             continue
         # An overwrite's delta also deletes files; pypaimon's streaming mode refuses
@@ -311,6 +307,15 @@ def plan_added(table: FileStoreTable, after: int, up_to: int, read_overwrite: bo
                               is_streaming=snapshot.commit_kind == "APPEND")
         splits.extend(scanner.scan().splits())
     return splits
+
+
+def expired(table: FileStoreTable, snapshot_id: int) -> SnapshotNotFoundError:
+    """The error of a stream whose next snapshot expired before it was read."""
+    return SnapshotNotFoundError(
+        f"Snapshot {snapshot_id} of {table.table_path} has expired before the stream read it; "
+        f"{describe_range(table)}. Keep snapshots longer (snapshot.time-retained) or read "
+        "with a consumer-id so expiry keeps what the stream still needs; to skip the gap "
+        "restart the query from a new checkpoint.")
 
 
 def consumer_file(table: FileStoreTable, consumer_id: str) -> str:
@@ -331,11 +336,16 @@ def record_consumer(table: FileStoreTable, consumer_id: str, next_snapshot: int)
     storage.write_atomically(table.file_io, consumer_file(table, consumer_id), Consumer(next_snapshot).to_json())
 
 
-def check_streamable(table: FileStoreTable) -> None:
-    if table.is_primary_key_table:
+def check_streamable(table: FileStoreTable, changelog: bool = False) -> None:
+    """A primary-key table streams only as its changelog (`read.readChangeLog`, paimon.changes)."""
+    if table.is_primary_key_table and not changelog:
         raise UnsupportedTableError(
-            f"{table.table_path} is a primary-key table; lakesink streams append tables only for now. "
-            "Read it in batch (lakesink.read / spark.read.format('paimon')).")
+            f"{table.table_path} is a primary-key table: its stream is its changelog, rows with a "
+            "`rowkind` column (+I, -U, +U, -D). Use lakesink.read_stream, or set the option "
+            "read.readChangeLog=true on spark.readStream.format('paimon').")
+    if changelog:
+        from .changes import check_changelog_readable
+        check_changelog_readable(table)
 
 
 def fast_path_blockers(table: FileStoreTable, scan: PlannedScan) -> list[str]:

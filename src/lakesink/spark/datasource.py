@@ -90,12 +90,18 @@ class PaimonDataSource(DataSource):
 
     def schema(self):
         from ..paimon.tables import arrow_schema, open_table
-        from pyspark.sql.pandas.types import from_arrow_schema
         resolved = self._resolve()
         table = open_table(resolved.path, registry.storage_options(self._options(resolved)) or None)
         if table is None:
             raise ConfigurationError(f"Table {resolved} does not exist.")
-        return from_arrow_schema(arrow_schema(table))
+        schema = arrow_schema(table)
+        if registry.parse({k: v for k, v in self.options.items() if k.lower() == "read.readchangelog"},
+                          ("stream-read",)).get("read.readChangeLog"):
+            from ..paimon.changes import ROW_KIND
+            import pyarrow as pa
+            schema = schema.insert(0, pa.field(ROW_KIND, pa.string(), nullable=False))
+        from .reader import spark_schema
+        return spark_schema(table, schema)  # (TIME columns: Spark's TIME where it has one)
 
     def writer(self, schema, overwrite: bool):
         resolved = self._resolve("write")

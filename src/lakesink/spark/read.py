@@ -40,9 +40,7 @@ def read(spark, path: str, *, snapshot: int | None = None, tag: str | None = Non
     >>> df = lakesink.read(spark, "/data/wh/db.db/orders", filter="dt = '2024-05-01'")   # doctest: +SKIP
     >>> lakesink.read(spark, "/data/wh/db.db/orders", snapshot=42).count()             # doctest: +SKIP
     """
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    from ..paimon.tables import arrow_schema
+    from .reader import spark_schema
 
     snapshot, tag, timestamp = _time_travel(options, snapshot, tag, timestamp)
     resolved = resolve_for(spark, path)  # a path, or a name through the session's catalog
@@ -50,7 +48,7 @@ def read(spark, path: str, *, snapshot: int | None = None, tag: str | None = Non
     fs_options = registry.storage_options(resolved.with_fs_options(options))
     table = scan.open_for_read(path, fs_options or None)
     resolved = scan.resolve_snapshot(table, snapshot=snapshot, tag=tag, timestamp=timestamp)
-    schema = from_arrow_schema(arrow_schema(table))
+    schema = spark_schema(table)
     condition, conjuncts = _filter_parts(filter)
     planned = scan.plan_snapshot(table, resolved, scan.to_predicate(table, conjuncts))
     blockers = scan.fast_path_blockers(table, planned)
@@ -99,8 +97,11 @@ def _native(spark, path: str, snapshot, fs_options: dict):
 
 def read_stream(spark, path: str, *, consumer_id: str | None = None, starting="latest-full",
                 read_overwrite: bool = False, max_rows_per_trigger: int | None = None,
-                options: dict | None = None):
+                options: dict | None = None, changelog: bool | None = None):
     """A streaming DataFrame of the rows each new snapshot of the table adds.
+
+    A primary-key table streams its changelog: a first column `rowkind` (+I, -U, +U, -D) then
+    the table's columns (`changelog=True` asks the same of an append table: every row +I).
 
     `starting`: "latest-full" (the current rows, then new ones; default, as Paimon and
     Delta start), "latest" (only rows committed after the query starts), "earliest"
@@ -122,6 +123,12 @@ def read_stream(spark, path: str, *, consumer_id: str | None = None, starting="l
         reader = reader.option(key, value)
     if max_rows_per_trigger is not None:
         reader = reader.option("read.stream.maxRowsPerTrigger", str(max_rows_per_trigger))
+    if changelog is None:
+        from ..paimon.tables import open_table
+        table = open_table(path, registry.storage_options(options or {}) or None)
+        changelog = table is not None and table.is_primary_key_table
+    if changelog:
+        reader = reader.option("read.readChangeLog", "true")
     for key, value in (options or {}).items():
         reader = reader.option(key, str(value))
     return reader.load(str(path))

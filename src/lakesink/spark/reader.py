@@ -41,6 +41,15 @@ class SplitsPartition(InputPartition):
     splits: list  # of bytes
 
 
+@dataclass
+class ChangesPartition(InputPartition):
+    """Changelog rows (`read.readChangeLog`): a full snapshot's merged splits (each row +I) or
+    change files read as stored (paimon.changes)."""
+
+    splits: list  # of bytes
+    files: list   # of paimon.changes.ChangeFile
+
+
 # ---------------------------------------------------------------- filters evaluated exactly
 
 _COMPARISONS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
@@ -240,7 +249,8 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_rows = opts.get("read.stream.maxRowsPerTrigger")
         self.available_now_end: int | None = None
         self.recorded: int | None = None  # snapshot the consumer file last recorded as read
-        scan.check_streamable(scan.open_for_read(path, self.fs_options))
+        self.changelog = opts.get("read.readChangeLog", False)
+        scan.check_streamable(scan.open_for_read(path, self.fs_options), self.changelog)
         self.arrow_schema = _expected_arrow_schema(schema)
 
     def _table(self):
@@ -327,6 +337,8 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         table = self._table()
         begin, stop = int(start["snapshot"]), int(end["snapshot"])
+        if self.changelog:
+            return self._change_partitions(table, start, begin, stop)
         splits = []
         if start.get("full"):
             snapshot = table.snapshot_manager().get_snapshot_by_id(begin)
@@ -339,8 +351,37 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             splits.extend(scan.plan_added(table, begin, stop, self.read_overwrite))
         return _partitions(splits)
 
+    def _change_partitions(self, table, start: dict, begin: int, stop: int) -> list:
+        from ..paimon import changes, scan
+
+        parts = []
+        if start.get("full"):
+            snapshot = table.snapshot_manager().get_snapshot_by_id(begin)
+            if snapshot is None:
+                raise scan.expired(table, begin)
+            parts += [ChangesPartition([blob], []) for blob in _serialize(scan.plan_snapshot(table, snapshot).splits)]
+        if stop > begin:
+            # One task per change file: a file is the unit of a write's output, in snapshot order.
+            parts += [ChangesPartition([], [f]) for f in changes.plan_changes(table, begin, stop, self.read_overwrite)]
+        return parts
+
     def read(self, partition):
+        if isinstance(partition, ChangesPartition):
+            return self._read_changes(partition)
         return read_splits(self.path, partition.splits, self.arrow_schema, [], self.fs_options)
+
+    def _read_changes(self, partition):
+        import pyarrow as pa
+
+        from ..paimon import changes
+
+        values = pa.schema(list(self.arrow_schema)[1:])
+        for batch in read_splits(self.path, partition.splits, values, [], self.fs_options):
+            yield changes.with_insert_kind(batch, self.arrow_schema)
+        if partition.files:
+            table = self._table()
+            for change in partition.files:
+                yield from changes.read_change_file(table, change, self.arrow_schema).to_batches()
 
     def commit(self, end: dict) -> None:
         """Spark has durably finished the batch ending at `end`: record the consumer's progress."""

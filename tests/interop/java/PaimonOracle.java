@@ -5,6 +5,9 @@
 //       every row of the table's latest snapshot as one JSON object per line
 //   write <kind> <table> [<kind> <table> ...]
 //       creates a table with Paimon's own writer (kinds: see main), then prints nothing
+//   changes <table> <out.jsonl> <after-snapshot>
+//       Paimon's own streaming read of the table from snapshot after+1 to the latest: every row
+//       with its row kind in a "rowkind" field (+I, -U, +U, -D), in the order Paimon returns them
 //   replay <spec.json> <table> [<spec.json> <table> ...]
 //       creates the table the spec describes and writes its batches with Paimon's own writer,
 //       one commit per batch, rows in order: {"columns": [[name, type], ...], "primary_key": [...],
@@ -72,6 +75,10 @@ public class PaimonOracle {
     static final String TMP = System.getProperty("java.io.tmpdir");
 
     public static void main(String[] args) throws Exception {
+        if (args[0].equals("changes")) {
+            changes(args[1], args[2], Long.parseLong(args[3]));
+            return;
+        }
         if (args.length < 3 || args.length % 2 == 0) {
             throw new IllegalArgumentException("usage: read <table> <out> ... | write <kind> <table> ...");
         }
@@ -110,6 +117,40 @@ public class PaimonOracle {
                     w.write('\n');
                 }
                 batch.releaseBatch();
+            }
+        }
+    }
+
+    static void changes(String table, String out, long after) throws Exception {
+        FileStoreTable t = FileStoreTableFactory.create(LocalFileIO.create(), new Path(table));
+        Long latest = t.snapshotManager().latestSnapshotId();
+        Map<String, String> start = new HashMap<>();
+        start.put("scan.mode", "from-snapshot");
+        start.put("scan.snapshot-id", String.valueOf(after + 1));
+        t = t.copy(start);
+        RowType rowType = t.rowType();
+        ReadBuilder rb = t.newReadBuilder();
+        org.apache.paimon.table.source.StreamTableScan scan = rb.newStreamScan();
+        try (Writer w = new BufferedWriter(new OutputStreamWriter(
+                Files.newOutputStream(Paths.get(out)), StandardCharsets.UTF_8))) {
+            // Each plan covers the next snapshot(s); stop once the scan has passed the latest one.
+            for (int round = 0; round < 10000; round++) {
+                org.apache.paimon.table.source.TableScan.Plan plan = scan.plan();
+                try (RecordReader<InternalRow> reader = rb.newRead().createReader(plan)) {
+                    RecordReader.RecordIterator<InternalRow> batch;
+                    while ((batch = reader.readBatch()) != null) {
+                        InternalRow row;
+                        while ((row = batch.next()) != null) {
+                            StringBuilder sb = new StringBuilder();
+                            row(sb, row, rowType);
+                            w.write("{\"rowkind\":\"" + row.getRowKind().shortString() + "\"," + sb.substring(1));
+                            w.write('\n');
+                        }
+                        batch.releaseBatch();
+                    }
+                }
+                Long next = scan.checkpoint();
+                if (latest == null || (next != null && next > latest)) break;
             }
         }
     }
