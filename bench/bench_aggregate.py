@@ -1,4 +1,6 @@
-"""Small files: 1,000 micro-batches into a day-partitioned table, aggregator off vs on, side by side.
+"""Small files: micro-batches and repeated batch jobs into day-partitioned tables, aggregator off vs on.
+
+Scenario 1, streaming: 1,000 micro-batches, side by side.
 
 Each micro-batch is what 4 writer tasks × 1,000 rows leave behind: 4 small
 Parquet files in the batch's staging directory. The Spark part of a streaming
@@ -10,6 +12,14 @@ per table, interleaved batch by batch so machine noise hits both alike.
 Reported: live files ÷ ideal (table bytes ÷ target-file-size; target ≤ 1.5
 with the aggregator on), full-scan time with pypaimon (off ÷ on), and the
 per-batch commit time with and without aggregation (the overhead).
+
+Scenario 2, repeated batch jobs (issue #19's case): 200 small `lakesink.write`
+jobs, each what 4 writer tasks leave in 2 day partitions (8 files), into a
+table with `target-file-size` 512 KB, aggregator off vs on. The jobs run
+lakesink's real batch commit (`BatchWrite.commit`, with its aggregation round)
+on files written by pyarrow. Reported: live files ÷ ideal, where ideal is what
+the table's bytes need, partition by partition (Σ ⌈partition bytes ÷ target⌉;
+target ≤ 1.5 with the aggregator on), and the time per job.
 """
 
 from __future__ import annotations
@@ -87,7 +97,94 @@ def _files(path: str):
     return len(files), sum(f.file_size for f in files), target_file_size(table)
 
 
-def run(batches: int = 1000) -> dict:
+JOB_TASKS, JOB_DAYS, JOB_ROWS = 4, 2, 1000   # per job: 4 tasks x 2 day partitions, 1,000 rows per file
+JOB_TARGET = "512kb"
+
+
+def _job_files(job: int, staging: str) -> list[str]:
+    paths = []
+    for task in range(JOB_TASKS):
+        for day in range(JOB_DAYS):
+            rows = _task_rows(job * JOB_TASKS * JOB_DAYS + task * JOB_DAYS + day, 0)
+            rows = rows.set_column(2, "day", pa.array([dt.date(2026, 1, 1 + day)] * rows.num_rows, pa.date32()))
+            path = f"{staging}/part-{task}-{day}.parquet"
+            pq.write_table(rows.slice(0, JOB_ROWS), path)
+            paths.append(path)
+    return paths
+
+
+def _batch_job(path: str, job: int, aggregate: bool) -> float:
+    from lakesink.options import WriteOptions
+    from lakesink.paimon.sink import BatchWrite
+    options = WriteOptions.parse({"partition": "day", "target-file-size": JOB_TARGET,
+                                  "maintenance.enabled": "false", "aggregator.enabled": str(aggregate).lower()})
+    started = time.perf_counter()
+    write = BatchWrite.plan(path, SCHEMA, options, "append", "bench", "static")
+    write.target.file_io.check_or_mkdirs(write.staging_dir)
+    files = write.describe_staged(_job_files(job, write.staging_dir))
+    report = write.commit(files)
+    if "aggregation_error" in report.extra:
+        raise RuntimeError(report.extra["aggregation_error"])
+    return time.perf_counter() - started
+
+
+def _ideal_files(path: str) -> tuple[int, int, int]:
+    """(live files, ideal files: Σ per partition ⌈bytes ÷ target⌉, table bytes)."""
+    import math
+    from lakesink.paimon.compaction import live_files, target_file_size
+    from lakesink.paimon.tables import open_table
+    table = open_table(path)
+    per_partition: dict = {}
+    files = live_files(table)
+    for f in files:
+        per_partition[f.partition] = per_partition.get(f.partition, 0) + f.file_size
+    target = target_file_size(table)
+    return len(files), sum(math.ceil(b / target) for b in per_partition.values()), sum(per_partition.values())
+
+
+def run_jobs(jobs: int = 200) -> dict:
+    """Scenario 2: repeated small batch jobs, aggregator off vs on, interleaved job by job."""
+    root = tempfile.mkdtemp(prefix="lakesink-bench-jobs-")
+    try:
+        paths = {name: f"{root}/wh/db.db/jobs_{name}" for name in ("off", "on")}
+        seconds: dict[str, list[float]] = {"off": [], "on": []}
+        for job in range(jobs):
+            for name in (("off", "on") if job % 2 == 0 else ("on", "off")):
+                seconds[name].append(_batch_job(paths[name], job, name == "on"))
+        result = {"jobs": jobs, "files_per_job": JOB_TASKS * JOB_DAYS, "rows_per_file": JOB_ROWS,
+                  "target_file_size": JOB_TARGET}
+        for name, path in paths.items():
+            count, ideal, size = _ideal_files(path)
+            scan, rows = _scan_seconds(path, repeats=1)
+            assert rows == jobs * JOB_TASKS * JOB_DAYS * JOB_ROWS, f"{name}: {rows} rows"
+            result[name] = {"live_files": count, "ideal_files": ideal, "table_bytes": size,
+                            "files_vs_ideal": count / ideal, "scan_s": scan,
+                            "job_ms_median": statistics.median(seconds[name]) * 1000}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    off, on = result["off"], result["on"]
+    print(f"\nrepeated batch jobs: {jobs} jobs x {JOB_TASKS} tasks x {JOB_DAYS} day partitions, "
+          f"{JOB_ROWS} rows per file, target-file-size {JOB_TARGET}")
+    print(f"  {'':<24}{'aggregator off':>16}{'aggregator on':>16}")
+    for label, key, fmt in (("live files", "live_files", "{:>16,}"), ("ideal files", "ideal_files", "{:>16,}"),
+                            ("live / ideal", "files_vs_ideal", "{:>16.2f}"), ("full scan s", "scan_s", "{:>16.3f}"),
+                            ("job ms (median)", "job_ms_median", "{:>16.1f}")):
+        print(f"  {label:<24}" + fmt.format(off[key]) + fmt.format(on[key]))
+    print(f"  live / ideal with aggregator {on['files_vs_ideal']:.2f}   (target <= 1.5)")
+    return result
+
+
+def run(batches: int = 1000, jobs: int = 200) -> dict:
+    """Both scenarios; `jobs=0` or `batches=0` leaves one out."""
+    result = {}
+    if batches:
+        result["stream"] = run_stream(batches)
+    if jobs:
+        result["batch_jobs"] = run_jobs(jobs)
+    return result
+
+
+def run_stream(batches: int = 1000) -> dict:
     root = tempfile.mkdtemp(prefix="lakesink-bench-aggregate-")
     try:
         sinks = {"off": _sink(root, "off", False), "on": _sink(root, "on", True)}
