@@ -253,6 +253,12 @@ _declare(
     Option("num-levels", "table", "int", None, "Primary-key tables: LSM levels; full compactions write "
            "to the highest, `num-levels` - 1.", minimum=2,
            default_text="`num-sorted-run.compaction-trigger` + 1"),
+    Option("compaction.max-size-amplification-percent", "table", "int", 200, "Primary-key tables "
+           "(universal compaction): a bucket whose newer runs add up to more than this percentage of its "
+           "oldest run is fully compacted (Paimon's default, 200).", minimum=0),
+    Option("compaction.size-ratio", "table", "int", 1, "Primary-key tables (universal compaction): "
+           "newer runs are merged with the next older run while their total is within this percentage "
+           "of its size (Paimon's default, 1).", minimum=0),
     Option("rowkind.field", "table", "string", None, "Keyed tables: the column holding each row's kind "
            "(`+I`, `-U`, `+U`, `-D`); other values fail the job.", default_text="none"),
     Option("snapshot.num-retained.min", "table", "int", 10, "Snapshots always kept by expiry.", minimum=1),

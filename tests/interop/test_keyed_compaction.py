@@ -81,6 +81,22 @@ def compacted(spark, tmp_path_factory):
     path = str(wh / "first_row")
     lakesink.compact(None, path, progress=False)
     out["first_row_full"] = (path, first)
+
+    # deduplicate under Paimon's universal picks (trigger 3, 5 levels): writes of growing and
+    # shrinking size leave runs at intermediate levels that still hold deletes (not the highest
+    # level: a -D there must hide the older version below).
+    path = str(wh / "universal")
+    batches = []
+    for w, n in enumerate([300, 5, 5, 5, 5, 60, 5, 5, 5, 5, 5]):  # sizes that differ: long values
+        rows = [(i, "ab"[i % 2], f"u{w}-{i}-" + "x" * 200, Decimal(w), "+U") for i in range(w * 3, w * 3 + n)]
+        rows += [(i, "ab"[i % 2], None, None, "-D") for i in range(w, 60, 13)] if w % 2 else []
+        batches.append(rows)
+        lakesink.write(spark.createDataFrame(rows, SCHEMA).coalesce(1), path, primary_key=["id", "part"],
+                       partition_by=["part"], options={"bucket": "1", "rowkind.field": "op",
+                                                       "num-sorted-run.compaction-trigger": "3", "num-levels": "5"})
+    levels = {f.meta.level for f in live_files(open_table(path))}
+    assert levels & {1, 2, 3}, levels  # a partial pick wrote below the highest level
+    out["universal"] = (path, _state(batches))
     return out
 
 

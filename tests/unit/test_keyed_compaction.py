@@ -217,17 +217,34 @@ def test_a_commit_making_two_files_of_one_level_overlap_is_an_lsm_conflict(tmp_p
     assert by_id(path) == {1: "a", 2: "b"}
 
 
-def test_policy_counts_sorted_runs_as_paimon_does(tmp_path):
-    path = new_table(tmp_path, {"bucket": "1", "num-sorted-run.compaction-trigger": "2"})
-    for w in range(2):
-        append(path, [(w, "x", "+I")])
-    table = open_table(path)
-    lsm = LsmOptions.of_table(table)
-    assert (lsm.trigger, lsm.max_level) == (2, 2)
-    files = live_files(table)
-    assert lsm.sorted_runs(files) == 2 and not lsm.needs_compaction(files)
-    append(path, [(9, "x", "+I")])
-    assert lsm.needs_compaction(live_files(open_table(path)))   # 3 runs > trigger 2
+def test_policy_picks_runs_as_paimons_universal_compaction(tmp_path):
+    """Size amplification, then size ratio, then the run count; output below the first run left
+    out (never level 0); retractions dropped only at the bucket's highest level."""
+    from dataclasses import replace
+
+    path = new_table(tmp_path, {"bucket": "1"})
+    append(path, [(1, "x", "+I")])
+    (base,) = live_files(open_table(path))
+    lsm = LsmOptions.of_table(open_table(path))
+    assert (lsm.trigger, lsm.max_level, lsm.max_size_amp, lsm.size_ratio) == (5, 5, 200, 1)
+
+    def run(name, size, level=0, seq=0):
+        return replace(base, meta=replace(base.meta, file_name=name, file_size=size, level=level,
+                                          min_sequence_number=seq, max_sequence_number=seq))
+
+    def names(unit):
+        return None if unit is None else (sorted(f.meta.file_name for f in unit.files), unit.output_level,
+                                          unit.drop_deletes)
+
+    fresh = [run(f"n{i}", 100, seq=i) for i in range(5)]
+    assert lsm.pick(fresh[:4]) is None                      # fewer runs than the trigger
+    assert names(lsm.pick(fresh)) == ([f"n{i}" for i in range(5)], 5, True)  # size amplification: all
+    big = run("big", 10_000, level=5)
+    assert names(lsm.pick(fresh + [big])) == ([f"n{i}" for i in range(5)], 4, False)  # size ratio
+    uneven = [run(f"u{i}", s, seq=9 - i) for i, s in enumerate([10, 20, 400, 30, 30, 30])]
+    mid = run("mid", 1_000, level=4)
+    # Ratio stops at once (20 > 10 * 1.01); 8 runs > 5: the newest 4, grown by ratio to 6 runs.
+    assert names(lsm.pick(uneven + [mid, big])) == ([f"u{i}" for i in range(6)], 3, False)
     assert compacts_after_commit({}, ["id"]) and not compacts_after_commit({"write-only": "true"}, ["id"])
     assert not compacts_after_commit({}, [])
 
@@ -310,6 +327,8 @@ def test_equal_versions_are_ordered_by_file_age(tmp_path):
     spec = KeyedSpec(("id",), ("id",), (), ("id",), 1)
     lsm = LsmOptions(5, 6, 1 << 20, False, False, "deduplicate", "snappy")
     assert merge(data, spec, lsm).column("v").to_pylist() == ["new", "y"]   # key 2 deleted
+    kept = merge(data, spec, lsm, drop_deletes=False)  # not the highest level: the -D must cancel older rows
+    assert kept.column("_VALUE_KIND").to_pylist() == [0, 3, 0]
     first = merge(data.filter(pa.compute.not_equal(data.column("_VALUE_KIND"), 3)), spec,
                   replace(lsm, merge_engine="first-row"))
     assert first.column("v").to_pylist() == ["old", "x", "y"]

@@ -14,7 +14,7 @@ PAGE = Path(__file__).parents[2] / "docs" / "paimon-defaults.md"
 
 # Paimon (Java CoreOptions) names the registry reads that pypaimon does not declare itself.
 JAVA_ONLY_PAIMON_OPTIONS = {"partition", "primary-key", "consumer-id", "streaming-read-overwrite",
-                            "dynamic-partition-overwrite"}
+                            "dynamic-partition-overwrite", "read.readChangeLog"}
 
 
 def _pypaimon_options() -> dict:

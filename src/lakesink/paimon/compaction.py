@@ -233,11 +233,11 @@ class KeyedCompactionAggregator(Aggregator[StagedFile]):
     """Full compaction of primary-key buckets (see `lsm`), as the coordinator's aggregator.
 
     Level-0 files are what it carries: they tell which buckets got new sorted runs. A round
-    works on every live file of those buckets, read from the table (a full compaction must
-    merge all of them: leaving one out could resurrect a deleted key), and fully compacts
-    each bucket whose sorted runs pass `num-sorted-run.compaction-trigger` (every bucket not
-    yet fully compacted with `force`, as `lakesink.compact` does). A bucket holding files of
-    an older schema is left alone.
+    works on every live file of those buckets, read from the table, and compacts in each
+    bucket the runs Paimon's universal compaction picks (`lsm.LsmOptions.pick`: size
+    amplification, size ratio, `num-sorted-run.compaction-trigger`); with `force` (as
+    `lakesink.compact` does) every bucket not yet fully compacted is fully compacted. A
+    bucket holding files of an older schema is left alone.
     """
 
     merges = True
@@ -274,11 +274,6 @@ class KeyedCompactionAggregator(Aggregator[StagedFile]):
         keys = {self.pre_aggregate_key(c) for c in committables}
         return [f for f in live_files(self.table) if self.pre_aggregate_key(f) in keys]
 
-    def wants(self, files: Sequence[StagedFile]) -> bool:
-        if self.force:
-            return not self.lsm.fully_compacted(files)
-        return self.lsm.needs_compaction(files)
-
     def aggregate(self, committables: list[StagedFile]) -> list[StagedFile]:
         return self.aggregate_all({None: committables})[None]
 
@@ -286,22 +281,32 @@ class KeyedCompactionAggregator(Aggregator[StagedFile]):
         result = {key: list(files) for key, files in groups.items()}
         keys, tasks = [], []
         self.skipped = []
+        units = []
         for key, files in groups.items():
-            if not files or not self.wants(files):
+            unit = self.unit(files) if files else None
+            if unit is None:
                 continue
             if any(f.meta.schema_id != self.layout.schema_id for f in files):
                 log.info("bucket %s of %s holds files of an older schema: not compacted", key, self.target.path)
                 self.skipped.append(key)
                 continue
             keys.append(key)
-            tasks.append(self.task_for(files))
-        for key, outputs in zip(keys, self.rewrite(tasks)):
-            result[key] = list(outputs)
+            units.append(unit)
+            tasks.append(self.task_for(files, unit))
+        for key, unit, outputs in zip(keys, units, self.rewrite(tasks)):
+            picked = {f.meta.file_name for f in unit.files}
+            result[key] = list(outputs) + [f for f in groups[key] if f.meta.file_name not in picked]
         return result
 
-    def task_for(self, files: Sequence[StagedFile]) -> lsm.KeyedCompactTask:
+    def unit(self, files: Sequence[StagedFile]) -> lsm.CompactUnit | None:
+        """The runs to merge: everything when forced (`lakesink.compact`), else Paimon's pick."""
+        if self.force:
+            return None if self.lsm.fully_compacted(files) else self.lsm.full(files)
+        return self.lsm.pick(files)
+
+    def task_for(self, files: Sequence[StagedFile], unit: lsm.CompactUnit | None = None) -> lsm.KeyedCompactTask:
         return lsm.task_for(files, lambda f: table_path_of(self.table, f), self.staging_dir, self.layout,
-                            self.spec, self.lsm, self.target.fs_options)
+                            self.spec, self.lsm, self.target.fs_options, unit)
 
     def rewrite(self, tasks: Sequence[lsm.KeyedCompactTask]) -> list[list[StagedFile]]:
         if not tasks:

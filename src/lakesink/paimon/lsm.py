@@ -54,6 +54,8 @@ class LsmOptions:
     ignore_delete: bool      # ignore-delete (and its merge-engine specific aliases)
     merge_engine: str
     compression: str
+    max_size_amp: int = 200  # compaction.max-size-amplification-percent
+    size_ratio: int = 1      # compaction.size-ratio
 
     @property
     def max_level(self) -> int:
@@ -69,28 +71,103 @@ class LsmOptions:
                    target_size=table.options.target_file_size(True),
                    write_only=registry.table_value(raw, "write-only"),
                    ignore_delete=bool(table.options.ignore_delete()), merge_engine=engine,
-                   compression=registry.table_value(raw, "file.compression"))
+                   compression=registry.table_value(raw, "file.compression"),
+                   max_size_amp=registry.table_value(raw, "compaction.max-size-amplification-percent"),
+                   size_ratio=registry.table_value(raw, "compaction.size-ratio"))
 
     def sorted_runs(self, files: Sequence[StagedFile]) -> int:
         """Sorted runs of one bucket: each level-0 file is one, each non-empty level above one."""
         return sum(1 for f in files if f.meta.level == 0) + len({f.meta.level for f in files if f.meta.level > 0})
 
     def needs_compaction(self, files: Sequence[StagedFile]) -> bool:
-        """The automatic policy: more sorted runs than the trigger (Paimon's universal compaction
-        fires at `runs > num-sorted-run.compaction-trigger`). First-row tables also compact any
-        level-0 file at once: Paimon's readers skip level 0 of first-row tables, and Paimon's own
-        writers force level-0 files up after each write for them (lookup compaction). Aggregation
-        tables compact a bucket holding retractions at once, so that readers only merge +I rows."""
+        """Whether the automatic policy (`pick`) compacts anything in this bucket."""
+        return self.pick(files) is not None
+
+    def pick(self, files: Sequence[StagedFile]) -> CompactUnit | None:
+        """What the automatic policy compacts in one bucket: Paimon's universal compaction.
+
+        Sorted runs newest first (level-0 files by sequence range, then levels 1, 2, ...).
+        1. size amplification: the runs above the oldest add up to more than
+           `compaction.max-size-amplification-percent` of it: all runs (a full compaction);
+        2. size ratio: from the newest run, take older runs while the next is at most
+           `compaction.size-ratio`% larger than the runs taken;
+        3. run count over the trigger: at least the newest runs - trigger + 1, grown by ratio.
+        Output goes to the level below the first run left out (never level 0; the highest level
+        when every run is taken). First-row tables and aggregation buckets holding retractions
+        always compact fully (`needs_compaction`): readers must not see their level-0 files.
+        """
         if self.merge_engine == "first-row" and any(f.meta.level == 0 for f in files):
-            return True
+            return self.full(files)
         if self.merge_engine == "aggregation" and any(f.meta.level == 0 and f.meta.delete_row_count
                                                       for f in files):
-            return True  # pypaimon (lakesink's reader) cannot merge an aggregation table's retractions
-        return self.sorted_runs(files) > self.trigger
+            return self.full(files)  # pypaimon (lakesink's reader) cannot merge an aggregation's retractions
+        runs = _runs(files)
+        if len(runs) < max(self.trigger, 2):
+            return None
+        newer = sum(_size(r) for r in runs[:-1])
+        if newer * 100 > self.max_size_amp * _size(runs[-1]):
+            return self.full(files)
+        unit = self._by_ratio(runs, 1)
+        if unit is None and len(runs) > self.trigger:
+            unit = self._by_ratio(runs, len(runs) - self.trigger + 1, force=True)
+        return unit
+
+    def full(self, files: Sequence[StagedFile]) -> CompactUnit:
+        return CompactUnit(tuple(files), self.max_level, True)
+
+    def _by_ratio(self, runs: list, count: int, force: bool = False) -> CompactUnit | None:
+        size = sum(_size(r) for r in runs[:count])
+        while count < len(runs) and size * (100.0 + self.size_ratio) / 100.0 >= _size(runs[count]):
+            size += _size(runs[count])
+            count += 1
+        if not force and count <= 1:
+            return None
+        if count == len(runs):
+            return self.full([f for run in runs for f in run])
+        output = max(0, _level(runs[count]) - 1)
+        if output == 0:  # never write level 0: take runs up to the first one above it
+            while count < len(runs):
+                level = _level(runs[count])
+                count += 1
+                if level != 0:
+                    output = level
+                    break
+            if count == len(runs):
+                return self.full([f for run in runs for f in run])
+        picked = [f for run in runs[:count] for f in run]
+        highest = max(_level(r) for r in runs)
+        return CompactUnit(tuple(picked), output, output >= highest)
 
     def fully_compacted(self, files: Sequence[StagedFile]) -> bool:
         """One sorted run at the highest level without retractions: a full compaction changes nothing."""
         return all(f.meta.level == self.max_level and not (f.meta.delete_row_count or 0) for f in files)
+
+
+@dataclass(frozen=True)
+class CompactUnit:
+    """Files of one bucket to merge into one sorted run at `output_level`; `drop_deletes` when no
+    older version of a key can lie below (the output is the bucket's highest non-empty level)."""
+
+    files: tuple
+    output_level: int
+    drop_deletes: bool
+
+
+def _runs(files: Sequence[StagedFile]) -> list[list[StagedFile]]:
+    """A bucket's sorted runs, newest first: each level-0 file (by sequence range), then each level."""
+    level0 = sorted((f for f in files if f.meta.level == 0),
+                    key=lambda f: (f.meta.max_sequence_number, f.meta.min_sequence_number, f.meta.file_name),
+                    reverse=True)
+    levels = sorted({f.meta.level for f in files if f.meta.level > 0})
+    return [[f] for f in level0] + [[f for f in files if f.meta.level == lv] for lv in levels]
+
+
+def _size(run: list[StagedFile]) -> int:
+    return sum(f.file_size for f in run)
+
+
+def _level(run: list[StagedFile]) -> int:
+    return run[0].meta.level
 
 
 def check_compactable(table) -> None:
@@ -131,6 +208,12 @@ class KeyedCompactTask:
     spec: KeyedSpec
     lsm: LsmOptions
     fs_options: dict | None = None
+    output_level: int | None = None  # None: the highest level (a full compaction)
+    drop_deletes: bool = True        # retractions leave (no older version can lie below the output)
+
+    @property
+    def level(self) -> int:
+        return self.lsm.max_level if self.output_level is None else self.output_level
 
     def run(self) -> list[StagedFile]:
         return compact_bucket(self)
@@ -144,8 +227,9 @@ def kv_schema(layout: TableLayout, spec: KeyedSpec) -> pa.Schema:
                              pa.field(VALUE_KIND, pa.int8(), nullable=False)] + list(values))
 
 
-def merge(data: pa.Table, spec: KeyedSpec, lsm: LsmOptions) -> pa.Table:
-    """The surviving version of every key, sorted by key, retractions dropped (the highest level).
+def merge(data: pa.Table, spec: KeyedSpec, lsm: LsmOptions, drop_deletes: bool = True) -> pa.Table:
+    """The surviving version of every key, sorted by key; retractions dropped with `drop_deletes`
+    (output at the bucket's highest non-empty level), else kept to cancel older versions below.
 
     `data` holds the rows of all files of one bucket with a `_lakesink_file_rank` column (file
     age, oldest lowest); the result has the columns of `data` but that one.
@@ -178,8 +262,9 @@ def merge(data: pa.Table, spec: KeyedSpec, lsm: LsmOptions) -> pa.Table:
             keep = pa.concat_arrays(differs.chunks + [pa.array([True])])
         if keep is not None:
             data = data.filter(keep)
-    survivors = data.filter(pc.invert(pc.is_in(data.column(VALUE_KIND), pa.array(RETRACT_KINDS, pa.int8()))))
-    return survivors.drop_columns([_RANK])
+    if drop_deletes:
+        data = data.filter(pc.invert(pc.is_in(data.column(VALUE_KIND), pa.array(RETRACT_KINDS, pa.int8()))))
+    return data.drop_columns([_RANK])
 
 
 def _merge_versions(data: pa.Table, spec: KeyedSpec, differs: pa.ChunkedArray, keys: list) -> pa.Table:
@@ -287,7 +372,7 @@ def read_bucket(task: KeyedCompactTask, schema: pa.Schema) -> pa.Table:
 def compact_bucket(task: KeyedCompactTask) -> list[StagedFile]:
     """Merge the bucket and write its survivors as one sorted run at the highest level."""
     schema = kv_schema(task.layout, task.spec)
-    merged = merge(read_bucket(task, schema), task.spec, task.lsm).combine_chunks()
+    merged = merge(read_bucket(task, schema), task.spec, task.lsm, task.drop_deletes).combine_chunks()
     if merged.num_rows == 0:
         return []  # every key was deleted: the bucket ends empty
     file_io = storage.file_io(task.output_dir, task.fs_options)
@@ -346,15 +431,20 @@ def _describe(task: KeyedCompactTask, path: str, chunk: pa.Table, file_io) -> St
         if pa.types.is_floating(column.type):
             mm = pc.min_max(column)
             float_keys[k] = (mm["min"].as_py(), mm["max"].as_py(), column.null_count)
-    return with_key_value_meta(staged, metadata, task.layout, task.spec, first, last, float_keys, deletes=0,
-                               level=task.lsm.max_level, file_source=COMPACT_FILE_SOURCE)
+    deletes = 0 if task.drop_deletes else int(pc.sum(pc.is_in(chunk.column(VALUE_KIND), pa.array(
+        RETRACT_KINDS, pa.int8()))).as_py() or 0)
+    return with_key_value_meta(staged, metadata, task.layout, task.spec, first, last, float_keys, deletes=deletes,
+                               level=task.level, file_source=COMPACT_FILE_SOURCE)
 
 
 def task_for(files: Sequence[StagedFile], table_path_of, output_dir: str, layout: TableLayout,
-             spec: KeyedSpec, lsm: LsmOptions, fs_options: dict | None = None) -> KeyedCompactTask:
-    """The task fully compacting `files` (every live file of one bucket)."""
-    ordered = age_order(files)
+             spec: KeyedSpec, lsm: LsmOptions, fs_options: dict | None = None,
+             unit: CompactUnit | None = None) -> KeyedCompactTask:
+    """The task compacting `unit` (default: fully compacting `files`, every live file of one bucket)."""
+    unit = unit or lsm.full(files)
+    ordered = age_order(unit.files)
     first = ordered[0]
     return KeyedCompactTask(tuple(f.staged_path or table_path_of(f) for f in ordered),
                             sum(f.file_size for f in ordered), sum(f.row_count for f in ordered),
-                            tuple(first.partition), first.bucket, output_dir, layout, spec, lsm, fs_options)
+                            tuple(first.partition), first.bucket, output_dir, layout, spec, lsm, fs_options,
+                            unit.output_level, unit.drop_deletes)

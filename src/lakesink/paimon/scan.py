@@ -343,9 +343,6 @@ def check_streamable(table: FileStoreTable, changelog: bool = False) -> None:
             f"{table.table_path} is a primary-key table: its stream is its changelog, rows with a "
             "`rowkind` column (+I, -U, +U, -D). Use lakesink.read_stream, or set the option "
             "read.readChangeLog=true on spark.readStream.format('paimon').")
-    if changelog:
-        from .changes import check_changelog_readable
-        check_changelog_readable(table)
 
 
 def fast_path_blockers(table: FileStoreTable, scan: PlannedScan) -> list[str]:

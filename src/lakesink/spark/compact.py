@@ -133,16 +133,18 @@ def _compact_keyed(spark, target: PaimonTarget, partitions, size: int | None, fu
             for attempt in range(1, max_attempts + 1):
                 aggregator.refresh()
                 groups = group_by_key(aggregator, live_files(aggregator.table, partitions))
-                keys, tasks = [], []
+                keys, units, tasks = [], [], []
                 for key, files in groups.items():
-                    if (todo is None or key in todo) and aggregator.wants(files):
+                    unit = aggregator.unit(files) if todo is None or key in todo else None
+                    if unit is not None:
                         if any(f.meta.schema_id != aggregator.layout.schema_id for f in files):
                             skipped.add(key)
                             continue
                         keys.append(key)
-                        tasks.append(aggregator.task_for(files))
-                for key, task, outputs in zip(keys, tasks, run_tasks(tasks, on_progress)):
-                    done[key] = (groups[key], list(outputs))
+                        units.append(unit)
+                        tasks.append(aggregator.task_for(files, unit))
+                for key, unit, outputs in zip(keys, units, run_tasks(tasks, on_progress)):
+                    done[key] = (list(unit.files), list(outputs))
                 if not done:
                     return CommitReport(user, 0, extra={"buckets": 0, "conflicts": conflicts,
                                                         "skipped": sorted(skipped)})

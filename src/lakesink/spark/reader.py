@@ -250,7 +250,11 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.available_now_end: int | None = None
         self.recorded: int | None = None  # snapshot the consumer file last recorded as read
         self.changelog = opts.get("read.readChangeLog", False)
-        scan.check_streamable(scan.open_for_read(path, self.fs_options), self.changelog)
+        table = scan.open_for_read(path, self.fs_options)
+        scan.check_streamable(table, self.changelog)
+        if self.changelog:
+            from ..paimon.changes import check_changelog_readable
+            check_changelog_readable(table)
         self.arrow_schema = _expected_arrow_schema(schema)
 
     def _table(self):
