@@ -52,6 +52,9 @@ class PaimonTarget(CommitTarget[StagedFile]):
         # commit that landed files in the same buckets after it is a conflict (pypaimon's
         # fixed-bucket commit check): one writer per bucket, as Paimon requires.
         self.bucket_check_from: int | None = None
+        # The same per checkpoint, where checkpoints are planned before earlier ones commit
+        # (pipelined streams) or come back from pending state: {identifier: snapshot id or None}.
+        self._check_from: dict[int, int | None] = {}
         self._table = None
 
     def __getstate__(self):
@@ -107,6 +110,62 @@ class PaimonTarget(CommitTarget[StagedFile]):
     def committed_snapshot(self, commit_user: str, identifier: int) -> Snapshot | None:
         return identity.committed_snapshot(self.table(refresh=True), commit_user, identifier)
 
+    # -- the fixed-bucket check's base snapshot -----------------------------
+    def plan_check_from(self, identifier: int, snapshot_id: int) -> None:
+        """Checkpoint `identifier` was planned on `snapshot_id` (kept in its pending state)."""
+        self._check_from[identifier] = snapshot_id
+
+    def check_from(self, identifier: int) -> int | None:
+        return self._check_from.get(identifier, self.bucket_check_from)
+
+    def restore_check_from(self, identifier: int, version: int | None) -> None:
+        if version is None:
+            log.warning("pending commit %s of %s has no check_from (older state): committed without "
+                        "the fixed-bucket conflict check", identifier, self.path)
+        self._check_from[identifier] = version
+
+    def _bucket_check_base(self, table, commit_user: str, identifier: int, check_from: int,
+                           files: Sequence[StagedFile], latest: Snapshot | None) -> int:
+        """The snapshot pypaimon's fixed-bucket check starts from, after checking the snapshots
+        since `check_from` here: a checkpoint planned while its predecessors were still being
+        committed (pipelined) has them, and the compactions after them, in between. Those are
+        not conflicts: its sequence numbers continue above theirs. Any other writer's files in
+        its buckets are. Only this checkpoint's committer commits for its user, so nothing of
+        ours lands after `latest`: pypaimon checks from there (and again on each retry)."""
+        if latest is None or latest.id <= check_from:
+            return check_from
+        owners = {(tuple(f.partition), f.bucket) for f in files}
+        manager = table.snapshot_manager()
+        manifests = None
+        for snapshot_id in range(check_from + 1, latest.id + 1):
+            snapshot = manager.get_snapshot_by_id(snapshot_id)
+            if snapshot is None:
+                raise CommitConflictError(
+                    f"Commit {identifier} of {commit_user} to {self.path} cannot check for other writers in its "
+                    f"buckets: snapshot {snapshot_id} (after snapshot {check_from}, which its sequence numbers "
+                    "were planned on) has expired. Keep snapshots longer than a batch may stay pending.",
+                    table=self.path, commit_user=commit_user, identifier=identifier, snapshot=snapshot_id)
+            if snapshot.commit_kind == "COMPACT":
+                continue  # keeps sequence numbers; the commit's own check skips them too (paimon.commit)
+            if (snapshot.commit_user == commit_user and snapshot.commit_kind == "APPEND"
+                    and snapshot.commit_identifier < identifier):
+                continue  # an earlier batch of this checkpoint
+            if manifests is None:
+                from pypaimon.manifest.manifest_file_manager import ManifestFileManager
+                from pypaimon.manifest.manifest_list_manager import ManifestListManager
+                manifests = ManifestListManager(table), ManifestFileManager(table)
+            for meta in manifests[0].read_delta(snapshot):
+                for entry in manifests[1].read(meta.file_name, file_size=meta.file_size):
+                    if entry.kind == 0 and (tuple(entry.partition.values), entry.bucket) in owners:
+                        raise CommitConflictError(
+                            f"Commit {identifier} of {commit_user} to {self.path} conflicts with a concurrent "
+                            f"change: snapshot {snapshot_id} ({snapshot.commit_user!r}) added files to partition "
+                            f"{tuple(entry.partition.values)}, bucket {entry.bucket} after snapshot {check_from}, "
+                            "which this commit's sequence numbers were planned on. Paimon allows one writer "
+                            "per bucket.", table=self.path, commit_user=commit_user, identifier=identifier,
+                            snapshot=snapshot_id)
+        return latest.id
+
     # -- commit ------------------------------------------------------------
     def commit(self, commit_user: str, identifier: int, committables: Sequence[StagedFile],
                overwrite: Overwrite | None = None,
@@ -122,12 +181,15 @@ class PaimonTarget(CommitTarget[StagedFile]):
             crashpoints.reached("schema-written")
         self._check_schema_ids(table, files)
         latest = table.snapshot_manager().get_latest_snapshot()
+        fixed = table.total_buckets if table.total_buckets and table.total_buckets > 0 else None
+        check_from = self._check_from.pop(identifier, self.bucket_check_from) if fixed else None
+        if check_from is not None and files:  # before anything moves: a conflict leaves files staged
+            check_from = self._bucket_check_base(table, commit_user, identifier, check_from, files, latest)
         identity.before_commit(self.file_io, self.path, commit_user, latest)
         place(table, files)
         crashpoints.reached("files-placed")
 
-        fixed = table.total_buckets if table.total_buckets and table.total_buckets > 0 else None
-        messages = _messages(files, fixed, self.bucket_check_from if fixed else None)
+        messages = _messages(files, fixed, check_from)
         rows = sum(f.row_count for f in files)
         size = sum(f.file_size for f in files)
         props = {"lakesink.rows-added": str(rows), "lakesink.files-added": str(len(files)),

@@ -66,7 +66,8 @@ class Committer(Generic[C]):
             return None
         record = PendingCheckpoint(self.commit_user, identifier,
                                    [self.target.encode(c) for c in committables],
-                                   overwrite, dict(properties or {}), acknowledged)
+                                   overwrite, dict(properties or {}), acknowledged,
+                                   self.target.check_from(identifier))
         self.pending.put(record)
         return record
 
@@ -167,6 +168,7 @@ class Committer(Generic[C]):
                     f"{len(missing)} of its data files no longer exist ({shown}). The checkpoint is "
                     "older than the files it refers to; start from a new checkpoint location."
                 )
+            self.target.restore_check_from(record.identifier, record.check_from)
             report = self._commit_restored(record, committables)
             report.restored = True
             self.pending.remove(record.identifier)

@@ -8,12 +8,19 @@ the whole document or none of it.
     {"format": "lakesink.pending-commit", "version": 1,
      "commit_user": "...", "identifier": 7, "overwrite": null | {...},
      "properties": {...}, "committables": [<target.encode(c)>, ...],
-     "acknowledged": false}
+     "acknowledged": false, "check_from": 12}
 
 `acknowledged` (optional, default false) is true once the committer told the
 engine the checkpoint is safe (pipelined commits): the engine may have
 recorded it and will not replay it, so a failed commit must keep the files
 and this document for a retry instead of discarding them.
+
+`check_from` (optional, absent for targets without it) is the table version
+the committables were planned on (Paimon: the snapshot a keyed write's
+sequence numbers continue above); the commit treats another writer's change
+to the same buckets after it as a conflict (`CommitTarget.check_from`). A
+restored checkpoint keeps that check; a document without the field commits
+without it.
 
 The same store also keeps small named JSON documents (the sink's binding to a
 table, the coordinator's state) with the same write discipline.
@@ -46,13 +53,17 @@ class PendingCheckpoint:
     overwrite: Overwrite | None = None
     properties: dict[str, str] = field(default_factory=dict)
     acknowledged: bool = False
+    check_from: int | None = None
 
     def to_json(self) -> dict:
-        return {"format": PENDING_FORMAT, "version": PENDING_VERSION,
-                "commit_user": self.commit_user, "identifier": self.identifier,
-                "overwrite": self.overwrite.to_json() if self.overwrite else None,
-                "properties": self.properties, "committables": self.committables,
-                "acknowledged": self.acknowledged}
+        document = {"format": PENDING_FORMAT, "version": PENDING_VERSION,
+                    "commit_user": self.commit_user, "identifier": self.identifier,
+                    "overwrite": self.overwrite.to_json() if self.overwrite else None,
+                    "properties": self.properties, "committables": self.committables,
+                    "acknowledged": self.acknowledged}
+        if self.check_from is not None:
+            document["check_from"] = self.check_from
+        return document
 
     @classmethod
     def from_json(cls, data: dict, where: str) -> PendingCheckpoint:
@@ -65,7 +76,8 @@ class PendingCheckpoint:
                    committables=list(data["committables"]),
                    overwrite=Overwrite.from_json(data.get("overwrite")),
                    properties=dict(data.get("properties") or {}),
-                   acknowledged=bool(data.get("acknowledged", False)))
+                   acknowledged=bool(data.get("acknowledged", False)),
+                   check_from=int(data["check_from"]) if data.get("check_from") is not None else None)
 
 
 class StateStore:

@@ -108,3 +108,14 @@ class CommitTarget(ABC, Generic[C]):
     def describe(self) -> str:
         """A stable name of the table, to bind checkpoints to it."""
         return repr(self)
+
+    # Targets whose commits check for conflicts from the table version a checkpoint was
+    # planned on keep that version with the checkpoint's pending state, so a checkpoint
+    # restored after a crash is checked as it would have been (`PendingCheckpoint.check_from`).
+    def check_from(self, identifier: int) -> int | None:
+        """The table version checkpoint `identifier` was planned on (None: no such check)."""
+        return None
+
+    def restore_check_from(self, identifier: int, version: int | None) -> None:
+        """Before a restored checkpoint's commit: the version its pending state kept (None
+        when the state predates the field)."""
