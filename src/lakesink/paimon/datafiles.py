@@ -11,6 +11,7 @@ unsafe for pruning are left out of the file's stats (Paimon's dense
 from __future__ import annotations
 
 import datetime as dt
+import json
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -86,8 +87,32 @@ def new_data_file_name() -> str:
     return f"data-{uuid.uuid4()}-0.parquet"
 
 
-def _from_raw(raw, arrow_type: pa.DataType):
-    """Footer statistic (physical value) → the Python value pypaimon stores for the type."""
+_PER_SECOND = {"milliseconds": 1_000, "microseconds": 1_000_000, "nanoseconds": 1_000_000_000}
+_CONVERTED_PER_SECOND = {"TIMESTAMP_MILLIS": 1_000, "TIMESTAMP_MICROS": 1_000_000}
+
+
+def _timestamp_per_second(column) -> int | None:
+    """Units per second of a Parquet timestamp column, from the file's own schema (None: unknown).
+
+    The footer is the only authority: the table's type does not tell. pypaimon maps
+    TIMESTAMP(0) to Arrow seconds, which Parquet cannot store, so its values lie in the file
+    as milliseconds (as Paimon's Java writer stores precision 0-3); INT96 has no unit.
+    """
+    if column is None or column.physical_type != "INT64":
+        return None
+    logical = column.logical_type
+    if logical is not None and logical.type == "TIMESTAMP":
+        unit = json.loads(logical.to_json()).get("timeUnit")
+        return _PER_SECOND.get(unit)
+    return _CONVERTED_PER_SECOND.get(column.converted_type)
+
+
+def _from_raw(raw, arrow_type: pa.DataType, column=None):
+    """Footer statistic (physical value) → the Python value pypaimon stores for the type.
+
+    `column`: the Parquet column (its unit decides how a timestamp's raw value reads).
+    None when the value cannot be stated exactly: the column then carries no stats.
+    """
     if raw is None:
         return None
     if pa.types.is_decimal(arrow_type):
@@ -100,9 +125,18 @@ def _from_raw(raw, arrow_type: pa.DataType):
     if pa.types.is_date32(arrow_type):
         return _EPOCH_DAY + dt.timedelta(days=int(raw))
     if pa.types.is_timestamp(arrow_type):
-        per_second = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[arrow_type.unit]
-        micros = int(raw) * 1_000_000 // per_second
-        return _EPOCH + dt.timedelta(microseconds=micros)  # naive UTC, as pypaimon stores both kinds
+        per_second = _timestamp_per_second(column)
+        if per_second is None or isinstance(raw, bytes):
+            return None
+        micros, rest = divmod(int(raw) * 1_000_000, per_second)
+        if rest:
+            # Sub-microsecond digits: a datetime (what pypaimon stores) cannot hold them, and a
+            # max rounded down would let a reader skip rows it must return.
+            return None
+        try:
+            return _EPOCH + dt.timedelta(microseconds=micros)  # naive UTC, as pypaimon stores both kinds
+        except OverflowError:  # beyond datetime's years 1..9999
+            return None
     if pa.types.is_boolean(arrow_type):
         return bool(raw)
     if pa.types.is_integer(arrow_type):
@@ -124,6 +158,7 @@ def column_stats(metadata: pq.FileMetaData, fields: list[DataField], arrow_types
         arrow_type = arrow_types[field.name]
         if index is None or not _prunable(arrow_type):
             continue
+        leaf = metadata.schema.column(index)
         lo = hi = None
         nulls = 0
         complete = True
@@ -135,7 +170,7 @@ def column_stats(metadata: pq.FileMetaData, fields: list[DataField], arrow_types
                 break
             nulls += st.null_count
             if st.has_min_max:
-                a, b = _from_raw(st.min_raw, arrow_type), _from_raw(st.max_raw, arrow_type)
+                a, b = _from_raw(st.min_raw, arrow_type, leaf), _from_raw(st.max_raw, arrow_type, leaf)
                 if a is None or b is None:
                     complete = False
                     break
