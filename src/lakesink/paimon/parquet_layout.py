@@ -41,21 +41,23 @@ def _timestamp_units(type_: pa.DataType, out: set) -> set:
 
 
 def nanosecond_layout_problem(schema: pa.Schema) -> str | None:
-    """Why pyarrow cannot write `schema` as Paimon does (None: it can).
+    """Why lakesink cannot write `schema` as Paimon does (None: it can), naming the columns.
 
     Paimon stores TIMESTAMP(7..9) as INT96 and its 1.0 reader accepts nothing else for
-    them (INT64 nanos fail). pyarrow's INT96 switch applies to every timestamp column of
-    a file (lower precisions must stay INT64), and pyarrow encodes times before 1970
-    that are not whole days with a negative nanos-of-day, which Paimon's reader rejects
-    (measured: tests/interop). So lakesink writes no such column from Python at all.
+    them (INT64 nanos fail). Neither of lakesink's writers can produce that exactly:
+    pyarrow's INT96 switch applies to every timestamp column of a file (lower precisions
+    must stay INT64) and encodes times before 1970 that are not whole days with a negative
+    nanos-of-day, which Paimon's reader rejects (measured: tests/interop); Spark's writer
+    stores TIMESTAMP_NTZ as INT64 only and its INT96 switch is session-wide. Spark values
+    (micros) would fit the column exactly; the file layout is what cannot be made right.
     """
-    units = set()
-    for field in schema:
-        _timestamp_units(field.type, units)
-    if "ns" in units:
-        return ("it has TIMESTAMP columns of precision 7-9, which Paimon stores as INT96 in a layout "
-                "lakesink's Parquet writer (pyarrow) cannot reproduce exactly; write such tables with "
-                "Paimon's own writers")
+    columns = [field.name for field in schema if "ns" in _timestamp_units(field.type, set())]
+    if columns:
+        return (f"column(s) {', '.join(columns)} are TIMESTAMP(7..9) (nanoseconds), which Paimon stores "
+                "as INT96 Parquet in a layout neither Spark's Parquet writer nor pyarrow reproduces "
+                "exactly (a file other Paimon engines could not read). Write this table with Paimon's "
+                "own writers (Flink, Paimon's Spark connector, its Java API), or keep Spark's data in a "
+                "table whose column is TIMESTAMP(6) / TIMESTAMP_LTZ(6), Spark's precision")
     return None
 
 

@@ -363,6 +363,9 @@ def fast_path_blockers(table: FileStoreTable, scan: PlannedScan) -> list[str]:
         text = str(getattr(field.type, "type", field.type)).upper()
         if text.startswith("TIMESTAMP") and _precision(text) > 6:
             reasons.append(f"column {field.name} is {text} (Spark reads microseconds)")
+        if text.startswith("TIME") and not text.startswith("TIMESTAMP"):
+            # Spark's Parquet reader takes TIME only as micros, and only with spark.sql.timeType.enabled.
+            reasons.append(f"column {field.name} is {text} (Paimon stores millis of day)")
         if text.startswith(("BLOB", "VARIANT", "VECTOR")):
             reasons.append(f"column {field.name} is {text}")
     schema_id = table.table_schema.id

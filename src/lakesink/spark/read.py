@@ -117,6 +117,7 @@ def read_stream(spark, path: str, *, consumer_id: str | None = None, starting="l
     resolved = resolve_for(spark, path)  # checked now, not when the query plans its first batch
     path = resolved.path
     options = resolved.with_fs_options(options)
+    _check_stream_types(spark, path, options)
     activate(spark)
     reader = spark.readStream.format(FORMAT)
     for key, value in stream_options(starting, consumer_id, read_overwrite).items():
@@ -132,6 +133,22 @@ def read_stream(spark, path: str, *, consumer_id: str | None = None, starting="l
     for key, value in (options or {}).items():
         reader = reader.option(key, str(value))
     return reader.load(str(path))
+
+
+def _check_stream_types(spark, path: str, options: dict | None) -> None:
+    """Spark's streaming engine refuses TIME columns unless spark.sql.timeType.enabled is on
+    (batch reads take them either way): say so before the query starts, naming the columns."""
+    from ..errors import UnsupportedTypeError
+
+    table = scan.open_for_read(path, registry.storage_options(options or {}) or None)
+    timed = [f"{f.name} ({t})" for f in table.fields
+             if (t := str(getattr(f.type, "type", f.type))).upper().startswith("TIME")
+             and not t.upper().startswith("TIMESTAMP")]
+    if timed and str(spark.conf.get("spark.sql.timeType.enabled", "false")).lower() != "true":
+        raise UnsupportedTypeError(
+            f"Table {path}: column(s) {', '.join(timed)} are Paimon TIME columns, which Spark streams only "
+            "with spark.sql.timeType.enabled=true; set it on the session (spark.conf.set(...)) or select "
+            "other columns with a batch read. Nothing was read.", table=path)
 
 
 def stream_options(starting, consumer_id: str | None = None, read_overwrite: bool = False) -> dict:

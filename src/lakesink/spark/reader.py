@@ -94,11 +94,107 @@ def read_splits(path: str, serialized: list, expected_schema, terms: list, fs_op
     key_fields = _key_fields(table)
     splits = [deserialize_split_v1(blob, table.partition_keys_fields, key_fields) for blob in serialized]
     reader = table.new_read_builder().new_read().to_arrow_batch_reader(splits)
+    paimon_types = {f.name: _type_text(f) for f in table.fields}
     for batch in reader:
         if terms:
             batch = batch.filter(filters.mask(terms, batch))
         if batch.num_rows:
-            yield conform_batch(batch, expected_schema)
+            yield conform_batch(batch, expected_schema, paimon_types, path)
+
+
+# ---------------------------------------------------------------- Paimon types Spark lacks
+
+def _type_text(field) -> str:
+    return str(getattr(field.type, "type", field.type))
+
+
+def _spark_time_type():
+    """Spark's TIME type (precision 3) when this PySpark can carry it through Arrow, else None."""
+    try:
+        from pyspark.sql.pandas.types import to_arrow_type
+        from pyspark.sql.types import TimeType
+
+        to_arrow_type(TimeType(3))
+        return TimeType(3)
+    except Exception:  # PySpark without TIME, or without its Arrow conversion
+        return None
+
+
+def _has_time(type_) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_time(type_):
+        return True
+    if pa.types.is_struct(type_):
+        return any(_has_time(type_.field(i).type) for i in range(type_.num_fields))
+    if pa.types.is_map(type_):
+        return _has_time(type_.key_type) or _has_time(type_.item_type)
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        return _has_time(type_.value_type)
+    return False
+
+
+def _times_as_spark(spark_type, time_type):
+    """`spark_type` with every TIME as `time_type`: pypaimon reads every Paimon TIME(p) as
+    millis of day (Paimon keeps no finer digits), so TIME(3) holds each value exactly."""
+    from pyspark.sql import types as T
+
+    if isinstance(spark_type, T.TimeType):
+        return time_type
+    if isinstance(spark_type, T.StructType):
+        return T.StructType([T.StructField(f.name, _times_as_spark(f.dataType, time_type), f.nullable, f.metadata)
+                             for f in spark_type.fields])
+    if isinstance(spark_type, T.ArrayType):
+        return T.ArrayType(_times_as_spark(spark_type.elementType, time_type), spark_type.containsNull)
+    if isinstance(spark_type, T.MapType):
+        return T.MapType(_times_as_spark(spark_type.keyType, time_type),
+                         _times_as_spark(spark_type.valueType, time_type), spark_type.valueContainsNull)
+    return spark_type
+
+
+def spark_schema(table, schema=None):
+    """The Spark schema a read of `table` returns (`schema`: its Arrow schema, if not the table's).
+
+    Paimon TIME columns become Spark's TIME(3) where this PySpark has it (Arrow carries
+    it; pypaimon's time32 is not accepted there, time64 is); otherwise they are refused,
+    naming the columns. TIMESTAMP(7..9) become Spark timestamps (micros): values with
+    sub-microsecond digits are refused when read (`conform_batch`), never truncated.
+    """
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from ..errors import UnsupportedTypeError
+    from ..paimon.tables import arrow_schema
+
+    schema = arrow_schema(table) if schema is None else schema
+    timed = [f.name for f in schema if _has_time(f.type)]
+    if not timed:
+        return from_arrow_schema(schema)
+    time_type = _spark_time_type()
+    if time_type is None:
+        import pyspark
+
+        types = {f.name: _type_text(f) for f in table.fields}
+        raise UnsupportedTypeError(
+            f"Table {table.table_path}: column(s) {', '.join(f'{n} ({types[n]})' for n in timed)} hold "
+            f"Paimon TIME values, and this PySpark ({pyspark.__version__}) has no TIME type to read them "
+            "into. Use a PySpark with TIME (4.1 or later with TimeType), or read the table with pypaimon "
+            "(table.new_read_builder()). Nothing was read.", table=str(table.table_path))
+
+    def retype(type_):
+        # Only for from_arrow_schema: it accepts time64, not time32 (the values are cast in tasks).
+        if pa.types.is_time(type_):
+            return pa.time64("us")
+        if pa.types.is_struct(type_):
+            return pa.struct([f.with_type(retype(f.type)) for f in type_])
+        if pa.types.is_map(type_):
+            return pa.map_(retype(type_.key_type), retype(type_.item_type))
+        if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+            return pa.list_(type_.value_field.with_type(retype(type_.value_type)))
+        return type_
+
+    converted = from_arrow_schema(pa.schema([f.with_type(retype(f.type)) for f in schema]))
+    return _times_as_spark(converted, time_type)
 
 
 def _key_fields(table):
@@ -108,14 +204,30 @@ def _key_fields(table):
     return [by_name[name] for name in table.trimmed_primary_keys]
 
 
-def conform_batch(batch, schema):
+def conform_batch(batch, schema, paimon_types: dict | None = None, path: str | None = None):
+    """`batch` as `schema` (Spark's Arrow types). Casts are safe: a value the Spark type cannot
+    hold (nanoseconds in microseconds) is an error naming the column, never rounded."""
     import pyarrow as pa
 
     batch = batch.select(schema.names)
     if batch.schema.equals(schema):
         return batch
-    arrays = [column.cast(field.type) if column.type != field.type else column
-              for column, field in zip(batch.columns, schema)]
+    arrays = []
+    for column, field in zip(batch.columns, schema):
+        if column.type == field.type:
+            arrays.append(column)
+            continue
+        try:
+            arrays.append(column.cast(field.type))
+        except pa.ArrowInvalid as exc:
+            from ..errors import UnsupportedTypeError
+
+            paimon_type = (paimon_types or {}).get(field.name, str(column.type))
+            raise UnsupportedTypeError(
+                f"Table {path}: column {field.name} ({paimon_type}) holds a value Spark cannot hold "
+                f"exactly ({exc}). Spark timestamps have microseconds; lakesink does not truncate "
+                "nanoseconds. Read this column with a Paimon reader that keeps them (pypaimon, Flink), "
+                "or store it as TIMESTAMP(6) if microseconds are enough.", table=path) from None
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
