@@ -277,9 +277,6 @@ def test_a_cdc_stream_into_a_primary_key_table_ends_in_the_sources_final_state_k
     assert len(rows) == len({r["id"] for r in rows}), "a key was returned twice"
     assert {r["id"]: r["name"] for r in rows} == state
     assert [s.commit_identifier for s in snapshots(table)] == [0, 1, 2, 3]
-    with pytest.raises(Exception, match="pipelined is not offered"):
-        lakesink.stream(source_stream(spark, source, schema), table, checkpoint=checkpoint + "-2",
-                        trigger="availableNow", commit_mode="pipelined", options=options)
 
 
 def test_the_native_sink_refuses_a_primary_key_table(spark, paths):
@@ -292,3 +289,64 @@ def test_the_native_sink_refuses_a_primary_key_table(spark, paths):
     query = start(spark, "native", source, table, checkpoint, df=source_stream(spark, source, schema))
     assert "lakesink.stream" in failure_of(query)
     assert len(snapshots(table)) == 1
+
+
+def test_a_pipelined_cdc_stream_into_a_primary_key_table_ends_in_the_sources_final_state_key_for_key(
+        spark, paths, monkeypatch):
+    """Pipelined commits of a keyed table: each batch is planned while the one before is still
+    being committed (each commit is held back a little, so that always happens), with automatic
+    compaction between batches. Its sequence numbers must continue above the pending batch's,
+    or a later update or delete would lose to an earlier version of its key."""
+    import time
+
+    from lakesink.paimon.stream import StreamSink
+    from lakesink.paimon.target import PaimonTarget
+
+    source, table, checkpoint = paths
+    batches = [[(i, f"v0-{i}", "+I") for i in range(40)],
+               [(i, f"v1-{i}", "+U") for i in range(0, 40, 3)] + [(i, None, "-D") for i in range(1, 40, 5)],
+               [(i, f"v2-{i}", "+U") for i in range(0, 40, 2)] + [(6, None, "-D")],
+               [(i, f"v3-{i}", "+I") for i in range(40, 60)] + [(5, "v1-5", "-U"), (5, "v3-5", "+U"),
+                                                                (1, "back-1", "+I")],
+               [(i, None, "-D") for i in range(50, 60)] + [(i, f"v4-{i}", "+U") for i in range(0, 12)]]
+    commit, seen_pending = PaimonTarget.commit, []
+
+    def slow_commit(self, *args, **kwargs):
+        time.sleep(0.5)  # the next micro-batch plans meanwhile
+        return commit(self, *args, **kwargs)
+
+    def recorded(self):
+        files = pending_files(self)
+        seen_pending.append(len(files))
+        return files
+
+    pending_files = StreamSink.pending_files
+    monkeypatch.setattr(PaimonTarget, "commit", slow_commit)
+    monkeypatch.setattr(StreamSink, "pending_files", recorded)
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("op", pa.string())])
+    options = {"primary-key": "id", "bucket": "2", "rowkind.field": "op",
+               "num-sorted-run.compaction-trigger": "2"}
+
+    def run_pipelined():
+        query = lakesink.stream(source_stream(spark, source, schema), table, checkpoint=checkpoint,
+                                trigger="availableNow", commit_mode="pipelined", options=options)
+        assert query.awaitTermination(300) and query.exception() is None
+        query.lakesink_sink.close()
+
+    state = _cdc_files(source, batches[:3])
+    run_pipelined()
+    assert any(seen_pending), "no batch was planned while an earlier one was pending"
+    state = _cdc_files(source, batches)  # two more batches; the query restarts on its checkpoint
+    run_pipelined()
+    run_pipelined()  # nothing new: commits nothing
+
+    rows = read_table(table).to_pylist()
+    assert len(rows) == len({r["id"] for r in rows}), "a key was returned twice"
+    assert {r["id"]: r["name"] for r in rows} == state
+    user = commit_user_of(checkpoint)
+    appends = [s for s in ours(table, user) if s.commit_kind == "APPEND"]
+    assert [s.commit_identifier for s in appends] == [0, 1, 2, 3, 4]
+    assert any(s.commit_kind == "COMPACT" for s in snapshots(table))
+    assert not list(Path(checkpoint, "lakesink").glob("pending-*.json"))
+    assert leftover_files(table) == set()
+

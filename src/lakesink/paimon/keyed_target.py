@@ -83,6 +83,19 @@ def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions):
     return target, layout, spec, next_sequence
 
 
+def continue_above(next_sequence: dict[tuple, int], files) -> dict[tuple, int]:
+    """`next_sequence` raised above the sequence numbers of `files` (committables of earlier
+    batches that may not be in the table yet: pipelined commits), per (partition, bucket).
+    A later batch must never order below an earlier one for the same key."""
+    out = dict(next_sequence)
+    for f in files:
+        key = (tuple(f.partition), f.bucket)
+        top = f.meta.max_sequence_number + 1
+        if top > out.get(key, 0):
+            out[key] = top
+    return out
+
+
 def _keys_not_null(schema: pa.Schema, keys) -> pa.Schema:
     return pa.schema([f.with_nullable(False) if f.name in keys else f for f in schema])
 

@@ -216,6 +216,11 @@ class StreamSink:
         crashpoints.reached("accepted")
         return "accepted"
 
+    def pending_files(self) -> list[StagedFile]:
+        """The files of batches accepted and not yet committed (pipelined; any may commit while
+        this reads): what the next batch of a keyed table must plan its sequence numbers above."""
+        return [self.target.decode(c) for record in PendingStore(self.store).all() for c in record.committables]
+
     def abort_batch(self, batch_id: int, files: Sequence[StagedFile]) -> None:
         if PendingStore(self.store).get(batch_id) is not None:
             # Another attempt of this batch was accepted (pipelined) and is being committed

@@ -66,10 +66,14 @@ class FastStreamSink:
         try:
             self.sink.remove_staging(batch_id)  # leftovers of an attempt that died
             if self.sink.keyed is not None:
-                # Sequence numbers continue above the table's latest snapshot, which holds every
-                # earlier batch: sync commits (pipelined is refused for keyed tables).
+                # Sequence numbers continue above the table's latest snapshot and, pipelined, above
+                # the batches still being committed (read first: one that lands meanwhile is then
+                # in the snapshot). The commit checks other writers' files in these buckets from
+                # that snapshot, skipping this query's own earlier batches (PaimonTarget.commit).
+                pending = self.sink.pending_files() if self.pipeline is not None else ()
+                plan = plan_batch(self.sink.target, batch_id, pending)
                 files = write_keyed_files(batch_df, self.sink.target, self.sink.layout, self.sink.keyed,
-                                          plan_batch(self.sink.target), job.staging_dir, job.compression)
+                                          plan, job.staging_dir, job.compression)
             else:
                 write_staged(batch_df, job)
                 files = describe_files(list_parquet_files(job.staging_dir, self.sink.target.fs_options),
@@ -118,11 +122,6 @@ def stream(df, path: str, checkpoint: str, trigger: str | None = None, *,
     trigger_args = parse_trigger(trigger) if trigger is not None else None  # checked before anything is written
     sink = StreamSink(path, checkpoint, spark_to_arrow(df.schema), opts, PATH_NAME,
                       query_id(checkpoint, opts.fs_options))
-    if sink.keyed is not None and opts.commit_mode == "pipelined":
-        raise ConfigurationError(
-            "commit.mode=pipelined is not offered for primary-key and fixed-bucket tables yet: a batch's "
-            "sequence numbers must continue above the previous batch's, which is still being committed. "
-            "Use commit_mode='sync'.", option="commit.mode", table=sink.target.path)
     sink.rewriter = distributed(df.sparkSession)
     sink.restore()
     handler = FastStreamSink(sink, pipelined=opts.commit_mode == "pipelined")
