@@ -298,6 +298,10 @@ _declare(
            default_text="none"),
     Option("commit.allow-unsafe-publication", "storage", "bool", False, "Use pypaimon's non-atomic "
            "publication on such storages anyway (concurrent commits may be lost)."),
+    Option("commit.catalog-lock", "storage", "string", None, "Set by lakesink, not by hand: the JDBC "
+           "catalog lock of a table resolved by name through a catalog with `lock.enabled` (its database "
+           "connection and lock id), so that every process committing the table takes it (see "
+           "docs/catalogs.md).", default_text="none"),
     # -- catalog -------------------------------------------------------------------
     Option("metastore", "catalog", "choice", "filesystem", "Where the catalog keeps its tables: "
            "`filesystem` (the warehouse's directories are the catalog) or `jdbc` (a database through Python "
@@ -317,6 +321,23 @@ _declare(
            "options in `paimon_table_properties` (Paimon's default)."),
     Option("name", "catalog", "string", "paimon", "lakesink's own: the catalog's name, the first part of a "
            "three-part name (`paimon.shop.orders`)."),
+    Option("lock.enabled", "catalog", "bool", None, "`metastore=jdbc`: every commit of a table written by "
+           "name publishes while holding Paimon's JDBC catalog lock (a row of `paimon_distributed_locks` in "
+           "the catalog database), as Paimon's writers with this option do, so they and lakesink exclude "
+           "each other; needed for warehouses on storages without an atomic create "
+           "(docs/catalogs.md#commit-lock).",
+           default_text="Paimon's: on for a warehouse on an object store (`s3://`, `oss://`, `gs://`, ...), "
+           "off elsewhere"),
+    Option("lock-acquire-timeout", "catalog", "duration", 8 * 60_000, "`metastore=jdbc`, `lock.enabled`: how "
+           "long a commit waits for the catalog lock before it fails (nothing published). Also the expiry "
+           "of the lock row a writer inserts (Paimon's `expire_time_seconds`): a writer killed while "
+           "holding the lock blocks the others at most this long.", default_text="8 min"),
+    Option("lock-check-max-sleep", "catalog", "duration", 8_000, "`metastore=jdbc`, `lock.enabled`: the "
+           "longest sleep between two tries of a held lock (sleeps start at 100 ms and double).",
+           default_text="8 s"),
+    Option("lock-key-max-length", "catalog", "int", 255, "`metastore=jdbc`, `lock.enabled`: the width of "
+           "`paimon_distributed_locks.lock_id` when lakesink creates that table (lock ids are "
+           "`<catalog-key>.<database>.<table>`).", minimum=1),
 )
 
 _declare(

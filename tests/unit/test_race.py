@@ -10,14 +10,22 @@ S3-compatible server (conditional PUT).
 
 `python -m tests.unit.test_race` runs the same harness and also pypaimon's
 own publication (check, then rename) for comparison: that one loses commits.
+
+The harness also races tables resolved by name through a JDBC catalog whose
+commit lock guards publication (tests/catalog/test_catalog_lock.py): there
+the storage's atomic step is replaced by a deliberately non-atomic one
+(`racy`: check, pause, overwrite), so that only the catalog lock keeps
+commits from being lost.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sys
 import time
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -42,18 +50,45 @@ class Tally:
     duplicated: int = 0  # rows in the table more than once
     snapshots: int = 0
     seconds: float = 0.0
+    writers: int = WRITERS
+    errors: list = field(default_factory=list)  # what failed commits raised
 
     def line(self, name: str) -> str:
-        return (f"{name}: {WRITERS} writers: attempted={self.attempted} "
+        return (f"{name}: {self.writers} writers: attempted={self.attempted} "
                 f"succeeded={self.succeeded} failed={self.failed} retried={self.retried} "
                 f"lost={self.lost} duplicated={self.duplicated} snapshots={self.snapshots} "
                 f"({self.seconds:.1f} s)")
+
+
+RACY_PAUSE = 0.02  # seconds between the check and the write of the `racy` publication
+
+
+def _racy_create(path: str, text: str) -> bool:
+    """A storage without an atomic create: check that `path` is absent, pause, then write it,
+    replacing whatever another writer put there meanwhile. Only a lock around it keeps two
+    writers of one snapshot id apart."""
+    from lakesink import storage
+    final = storage.local_path(path)
+    if os.path.exists(final):
+        return False
+    time.sleep(RACY_PAUSE)  # the window another writer's check falls into
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    tmp = f"{final}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.write(text)
+    os.replace(tmp, final)
+    return True
 
 
 def _writer(path, fs_options, index, rounds, barrier, results, publication):
     """One racing process: stage a file, wait for everyone, commit; report per round."""
     import logging
     logging.getLogger("pypaimon").setLevel(logging.ERROR)  # each lost race logs a warning
+    if publication == "racy":
+        # The storage's atomic step switched off: lakesink's publication (and the catalog lock
+        # around it, if the table has one) runs as before, with a non-atomic create at its heart.
+        import lakesink.paimon.publish as publish_module
+        publish_module._link_create = _racy_create
     if publication == "pypaimon-rename":
         # The comparison only: pypaimon's own check-then-rename publication.
         from pypaimon.snapshot.renaming_snapshot_commit import RenamingSnapshotCommit
@@ -74,8 +109,9 @@ def _writer(path, fs_options, index, rounds, barrier, results, publication):
 
 
 def race(path: str, fs_options: dict | None = None, publication: str = "lakesink",
-         writers: int = WRITERS, rounds: int = ROUNDS) -> Tally:
-    tables.create_table(path, SCHEMA, PARTITION_KEYS, [], {"bucket": "-1"}, fs_options)
+         writers: int = WRITERS, rounds: int = ROUNDS, create: bool = True) -> Tally:
+    if create:
+        tables.create_table(path, SCHEMA, PARTITION_KEYS, [], {"bucket": "-1"}, fs_options)
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(writers)
     results = ctx.Queue()
@@ -87,7 +123,7 @@ def race(path: str, fs_options: dict | None = None, publication: str = "lakesink
     outcomes = [results.get(timeout=BARRIER_TIMEOUT) for _ in range(writers * rounds)]
     for p in procs:
         p.join(30)
-    tally = Tally(attempted=len(outcomes), seconds=time.perf_counter() - started)
+    tally = Tally(attempted=len(outcomes), seconds=time.perf_counter() - started, writers=writers)
     expected = []
     for _, _, ids, attempts, ok, error in outcomes:
         if ok:
@@ -98,6 +134,7 @@ def race(path: str, fs_options: dict | None = None, publication: str = "lakesink
             tally.lost += 1  # pypaimon said OK; lakesink's check found no snapshot of it
         else:
             tally.failed += 1
+            tally.errors.append(error)
     in_table = read_back(path, fs_options).column("id").to_pylist()
     present = set(in_table)
     tally.lost += sum(1 for *_, ids, _, ok, _ in outcomes if ok and not set(ids) <= present)
@@ -106,12 +143,12 @@ def race(path: str, fs_options: dict | None = None, publication: str = "lakesink
     return tally, sorted(expected), sorted(in_table)
 
 
-def _check(tally: Tally, expected, in_table, rounds: int) -> None:
+def _check(tally: Tally, expected, in_table, rounds: int, writers: int = WRITERS) -> None:
     print("\n" + tally.line("race"))
-    assert tally.failed == 0
+    assert tally.failed == 0, tally.errors[:3]
     assert tally.lost == 0 and tally.duplicated == 0
     assert in_table == expected  # every committed row exactly once, nothing else
-    assert tally.snapshots == tally.succeeded == WRITERS * rounds
+    assert tally.snapshots == tally.succeeded == writers * rounds
 
 
 @pytest.fixture(scope="module")

@@ -39,7 +39,7 @@ from .. import storage
 from ..errors import (AmbiguousTableNameError, CatalogInconsistencyError, CommitStateUnknownError,
                       ConfigurationError, DatabaseConnectionError, DatabaseNotFoundError,
                       NotAPaimonTableError, TableNotFoundError)
-from . import tables
+from . import catalog_lock, tables
 from .staged import MARKER as STAGED_MARKER
 from .staged import STAGING_INFIX, abandoned, clean_staging, local_dir, read_marker
 
@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_DATABASE = "default"
 JDBC_SCHEMES = ("jdbc:sqlite:", "jdbc:postgresql:", "jdbc:mysql:")
+# Options of the JDBC catalog lock besides lock.enabled (catalog_lock.py).
+LOCK_KEYS = ("lock-acquire-timeout", "lock-check-max-sleep", "lock-key-max-length")
 PURPOSES = ("read", "write", "create", "drop", "locate")
 
 
@@ -71,7 +73,8 @@ class CatalogConfig:
                                      "e.g. {'warehouse': '/data/wh'}.", option="warehouse")
         metastore = opts.get("metastore", "filesystem")
         jdbc_keys = sorted(k for k in opts if k == "uri" or k.startswith(registry.CATALOG_FAMILY_PREFIX)
-                           or k in ("catalog-key", "sync-all-properties"))
+                           or k in ("catalog-key", "sync-all-properties") + LOCK_KEYS
+                           or (k == "lock.enabled" and opts[k] == "true"))
         if metastore == "filesystem" and jdbc_keys:
             raise ConfigurationError(
                 f"Catalog option(s) {', '.join(jdbc_keys)} belong to a JDBC catalog, but metastore is "
@@ -107,6 +110,34 @@ class CatalogConfig:
     def fs_options(self) -> dict[str, str]:
         """The storage options among the catalog's: how to reach the warehouse's files."""
         return {k: v for k, v in self.items if registry.is_storage_option(k)}
+
+    @property
+    def lock_enabled(self) -> bool:
+        """Whether commits of tables resolved by name take the JDBC catalog lock: `lock.enabled`, or
+        unset, Paimon's default (on for a warehouse on an object store)."""
+        if self.metastore != "jdbc":
+            return False
+        value = self.options.get("lock.enabled")
+        return catalog_lock.default_enabled(self.warehouse) if value is None else value == "true"
+
+    def lock(self, name: TableName) -> catalog_lock.CatalogLock | None:
+        """The catalog lock of table `name`, if this catalog guards commits."""
+        if not self.lock_enabled:
+            return None
+        opts = self.options
+        typed = {key: registry.table_value(opts, key) for key in LOCK_KEYS}
+        connection = tuple(sorted((k, v) for k, v in self.items
+                                  if k == "uri" or k.startswith(registry.CATALOG_FAMILY_PREFIX)))
+        return catalog_lock.CatalogLock(
+            connection, opts.get("catalog-key", registry.option("catalog-key").default), name.database,
+            name.table, typed["lock-acquire-timeout"], typed["lock-check-max-sleep"],
+            typed["lock-key-max-length"])
+
+    def fs_options_of(self, name: TableName) -> dict[str, str]:
+        """How to reach table `name`: the storage options, and its catalog lock when there is one
+        (it travels with them to every process that commits the table)."""
+        lock = self.lock(name)
+        return self.fs_options if lock is None else {**self.fs_options, catalog_lock.OPTION: lock.to_option()}
 
     def pypaimon_options(self) -> dict[str, str]:
         return {k: v for k, v in self.items if k != "name"}
@@ -346,7 +377,7 @@ class Catalog:
                 raise TableNotFoundError(
                     f"Table {name} does not exist in the {self.config.describe()} (its tables: "
                     f"{', '.join(self.list_tables(name.database)) or 'none'}).", table=str(name))
-        return ResolvedTable(path, name, exists, self.config.fs_options, self.config)
+        return ResolvedTable(path, name, exists, self.config.fs_options_of(name), self.config)
 
     def _exists(self, name: TableName, path: str, purpose: str) -> bool:
         """Whether the catalog holds the table, checked against the storage."""

@@ -11,8 +11,16 @@ of the storage that fails when the target exists:
 * S3-compatible stores: a conditional PUT (`If-None-Match: *`), refused with
   412 if the object exists. Checked once per process and bucket by a probe,
   so a store that ignores the header is refused instead of trusted;
-* anything else: only with an explicit lock (`commit.lock`) or an explicit
-  acceptance of possible loss (`commit.allow-unsafe-publication`).
+* anything else: only with an explicit lock (`commit.lock`), the JDBC catalog
+  lock, or an explicit acceptance of possible loss
+  (`commit.allow-unsafe-publication`).
+
+A table resolved by name through a JDBC catalog with `lock.enabled` carries
+its catalog lock (`commit.catalog-lock`, catalog_lock.py): every publication
+then runs under it, as Apache Paimon's writers of that catalog publish, so
+they and lakesink exclude each other. Under the lock the storage's atomic step
+is still used where there is one (writers by path take no catalog lock);
+where there is none the lock alone guards a check-then-write.
 
 A lost race returns False: pypaimon's commit loop then first checks whether
 its own (commit user, identifier) landed (a retry after an unknown outcome),
@@ -40,6 +48,8 @@ from pypaimon.snapshot.snapshot_commit import SnapshotCommit
 from .. import options as registry
 from .. import storage
 from ..errors import ConfigurationError, InvalidOptionError, UnsafePublicationError
+from .catalog_lock import OPTION as CATALOG_LOCK
+from .catalog_lock import CatalogLock, CatalogLockTimeoutError
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +124,30 @@ class LockingSnapshotCommit(_PublishingCommit):
                               then=lambda: self._update_latest_hint(snapshot.id))
 
 
+class CatalogLockedSnapshotCommit(SnapshotCommit):
+    """Another publication, run while holding the table's JDBC catalog lock (Paimon's
+    `RenamingSnapshotCommit` with a catalog lock: check, then write, under the lock)."""
+
+    def __init__(self, inner: SnapshotCommit, lock: CatalogLock):
+        self.inner = inner
+        self.lock = lock
+        self._timed_out: CatalogLockTimeoutError | None = None
+
+    def commit(self, base_snapshot_uuid, snapshot, statistics) -> bool:
+        # pypaimon retries a publication that raised (up to commit.max-retries): after a full
+        # lock-acquire-timeout once, do not wait that long again for each retry.
+        if self._timed_out is not None:
+            raise self._timed_out
+        try:
+            return self.lock.run(lambda: self.inner.commit(base_snapshot_uuid, snapshot, statistics))
+        except CatalogLockTimeoutError as exc:
+            self._timed_out = exc
+            raise
+
+    def close(self):
+        self.inner.close()
+
+
 # -- create-if-absent, one per storage kind ------------------------------------
 
 LOST_RACE = ConditionalPutSnapshotCommit.LOST_RACE
@@ -174,13 +208,20 @@ def create_if_absent(table, path: str, text: str) -> bool:
     rename) would replace a file another writer created in between on a local disk."""
     options = publication_options(table)
     kind = publication_kind(table.table_path, options)
-    if kind == "link":
-        return _link_create(path, text)
-    if kind == "conditional-put":
-        return _put_create(s3_client(options), path, text)
-    if kind == "lock":
-        return _locked_create(_lock_file(options), table.file_io, path, text)
-    return table.file_io.try_to_write_atomic(path, text)
+    lock = catalog_lock(options)
+
+    def create() -> bool:
+        if kind == "link":
+            return _link_create(path, text)
+        if kind == "conditional-put":
+            return _put_create(s3_client(options), path, text)
+        if kind == "lock":
+            return _locked_create(_lock_file(options), table.file_io, path, text)
+        if kind == "catalog-lock":  # under the lock: check, then write
+            return not table.file_io.exists(path) and table.file_io.try_to_write_atomic(path, text)
+        return table.file_io.try_to_write_atomic(path, text)
+
+    return create() if lock is None else lock.run(create)
 
 
 # -- choosing the publication of a table ------------------------------------
@@ -285,28 +326,45 @@ def _allow_unsafe(options: dict) -> bool:
     return registry.table_value(options, ALLOW_UNSAFE)
 
 
+def catalog_lock(options: dict) -> CatalogLock | None:
+    """The JDBC catalog lock a table resolved by name carries in its storage options, if any."""
+    value = options.get(CATALOG_LOCK)
+    return CatalogLock.from_option(str(value)) if value else None
+
+
 def publication_kind(table_path: str, options: dict | None = None) -> str:
     """How snapshots of the table at `table_path` are published: `link`, `conditional-put`,
-    `lock` or `unsafe-rename`. Raises `UnsafePublicationError` where none is safe and none was
-    chosen: call it before writing anything, so a refused job leaves nothing behind."""
+    `lock`, `catalog-lock` (check-then-write, guarded by the JDBC catalog lock alone) or
+    `unsafe-rename`; with a catalog lock the first three also run under it. Raises
+    `UnsafePublicationError` where none is safe and none was chosen: call it before writing
+    anything, so a refused job leaves nothing behind."""
     options = dict(options or {})
     lock = _lock_file(options)
     unsafe = _allow_unsafe(options)
+    guarded = catalog_lock(options) is not None
     if lock is not None:
         return "lock"
     if storage.local_path(table_path) is not None:
         return "link"
     scheme = urlparse(table_path).scheme.lower()
     if scheme in S3_SCHEMES:
-        check_conditional_put(s3_client(options), table_path)
+        try:
+            check_conditional_put(s3_client(options), table_path)
+        except UnsafePublicationError:
+            if not guarded:
+                raise
+            return "catalog-lock"  # the store ignores If-None-Match: the catalog lock guards alone
         return "conditional-put"
+    if guarded:
+        return "catalog-lock"
     if unsafe:
         return "unsafe-rename"
     raise UnsafePublicationError(
         f"Cannot publish snapshots of {table_path} atomically: lakesink knows no create-if-absent "
-        f"step on {scheme}:// storage, and concurrent writers could silently lose commits. Set "
-        f"{COMMIT_LOCK}=file:/shared/lockfile (every writer of the table the same file), or, if the "
-        f"table has exactly one writer at a time, {ALLOW_UNSAFE}=true. See docs/storage.md."
+        f"step on {scheme}:// storage, and concurrent writers could silently lose commits. Write the "
+        f"table by name through a JDBC catalog with lock.enabled=true (its catalog lock guards every "
+        f"commit), set {COMMIT_LOCK}=file:/shared/lockfile (every writer of the table the same file), "
+        f"or, if the table has exactly one writer at a time, {ALLOW_UNSAFE}=true. See docs/storage.md."
     )
 
 
@@ -324,12 +382,21 @@ def atomic_snapshot_commit(table) -> SnapshotCommit:
     manager = table.snapshot_manager()
     options = publication_options(table)
     kind = publication_kind(table.table_path, options)
+    lock = catalog_lock(options)
     if kind == "link":
-        return LinkingSnapshotCommit(manager)
-    if kind == "conditional-put":
-        return ConditionalPutSnapshotCommit(manager, s3_client(options))
-    if kind == "lock":
-        return LockingSnapshotCommit(manager, _lock_file(options))
-    log.warning("%s=true: snapshots of %s are published without an atomic step; concurrent "
-                "writers may lose commits", ALLOW_UNSAFE, table.table_path)
-    return RenamingSnapshotCommit(manager)
+        inner = LinkingSnapshotCommit(manager)
+    elif kind == "conditional-put":
+        inner = ConditionalPutSnapshotCommit(manager, s3_client(options))
+    elif kind == "lock":
+        inner = LockingSnapshotCommit(manager, _lock_file(options))
+    else:
+        if kind == "unsafe-rename":
+            log.warning("%s=true: snapshots of %s are published without an atomic step; concurrent "
+                        "writers may lose commits", ALLOW_UNSAFE, table.table_path)
+        inner = RenamingSnapshotCommit(manager)  # check, then rename: under the catalog lock if any
+    if lock is None:
+        return inner
+    # Fail here, before pypaimon's commit loop, if the lock stays held: that loop would turn a
+    # timeout inside the publication into a retried "uncertain" outcome and a vaguer error.
+    lock.wait_until_free()
+    return CatalogLockedSnapshotCommit(inner, lock)
