@@ -179,3 +179,60 @@ def test_a_schema_commit_takes_the_lock_too(jdbc):
     with pytest.raises(CatalogLockTimeoutError):
         publish.create_if_absent(table, target, "{}")
     assert not table.file_io.exists(target)
+
+
+def test_inside_pypaimons_retry_loop_a_timed_out_lock_is_not_waited_for_again(jdbc):
+    """A timeout inside the publication (the lock taken by someone between the early wait and the
+    publication) is raised; pypaimon's retries of that commit then fail at once, not after another
+    full lock-acquire-timeout each."""
+    from lakesink.paimon.publish import CatalogLockedSnapshotCommit
+
+    class Never:
+        def commit(self, *args):
+            raise AssertionError("published without the lock")
+
+        def close(self):
+            pass
+
+    catalog, resolved = _named_table(jdbc, {"lock.enabled": "true", "lock-acquire-timeout": "1 s",
+                                            "lock-check-max-sleep": "200 ms"})
+    lock = catalog.config.lock(resolved.name)
+    _hold_as_another_writer(lock, expire_seconds=3600)
+    publication = CatalogLockedSnapshotCommit(Never(), lock)
+    started = time.monotonic()
+    with pytest.raises(CatalogLockTimeoutError):
+        publication.commit(None, None, [])
+    assert time.monotonic() - started >= 1.0
+    started = time.monotonic()
+    with pytest.raises(CatalogLockTimeoutError):
+        publication.commit(None, None, [])
+    assert time.monotonic() - started < 0.5
+
+
+def test_where_the_storage_has_no_atomic_create_the_catalog_lock_makes_writes_possible():
+    from lakesink.errors import UnsafePublicationError
+    from lakesink.paimon.catalog import CatalogConfig, TableName
+    from lakesink.paimon.publish import publication_kind
+
+    config = CatalogConfig.parse({"metastore": "jdbc", "uri": "jdbc:sqlite:/nowhere/catalog.db",
+                                  "warehouse": "hdfs://nn/wh", "lock.enabled": "true"})
+    options = config.fs_options_of(TableName("db", "t"))
+    assert publication_kind("hdfs://nn/wh/db.db/t", options) == "catalog-lock"
+    with pytest.raises(UnsafePublicationError, match="lock.enabled=true"):
+        publication_kind("hdfs://nn/wh/db.db/t", {})
+
+
+def test_lock_enabled_follows_paimons_default_and_belongs_to_jdbc_catalogs():
+    from lakesink.errors import ConfigurationError
+    from lakesink.paimon.catalog import CatalogConfig
+
+    def enabled(warehouse: str, **extra) -> bool:
+        return CatalogConfig.parse({"metastore": "jdbc", "uri": "jdbc:sqlite:/x.db", "warehouse": warehouse,
+                                    **extra}).lock_enabled
+
+    assert enabled("s3://bucket/wh") and enabled("oss://bucket/wh") and enabled("gs://bucket/wh")
+    assert not enabled("/data/wh") and not enabled("hdfs://nn/wh")
+    assert enabled("/data/wh", **{"lock.enabled": "true"}) and not enabled("s3://b/wh", **{"lock.enabled": "false"})
+    assert not CatalogConfig.parse({"warehouse": "s3://bucket/wh"}).lock_enabled  # filesystem: no JDBC lock
+    with pytest.raises(ConfigurationError, match="lock.enabled"):
+        CatalogConfig.parse({"warehouse": "/data/wh", "lock.enabled": "true"})
