@@ -253,6 +253,89 @@ def bucket_of(hash_col, num_buckets: int):
     return F.abs(hash_col % F.lit(num_buckets)).cast("int")
 
 
+# -- fixed-width keys: the Murmur3 words computed as numbers, no hex strings -------------------
+
+_FIXED_WORDS = ("bool", "i8", "i16", "i32", "date", "i64")
+_C1, _C2, _FMIX1, _FMIX2 = 0xCC9E2D51, 0x1B873593, 0x85EBCA6B, 0xC2B2AE35
+
+
+def _fixed_words(t: KeyType) -> bool:
+    return t.kind in _FIXED_WORDS or (t.kind == "ts" and t.compact)
+
+
+def _mul32(a, c: int):
+    """(a * c) mod 2^32 for 0 <= a < 2^32, in 16-bit halves: a bigint product never overflows."""
+    F = _F()
+    return (a.bitwiseAND(0xFFFF) * F.lit(c)
+            + F.shiftleft((F.shiftright(a, 16) * F.lit(c)).bitwiseAND(0xFFFF), 16)).bitwiseAND(_MASK32)
+
+
+def _rotl32(x, r: int):
+    F = _F()
+    return F.shiftleft(x, r).bitwiseOR(F.shiftright(x, 32 - r)).bitwiseAND(_MASK32)
+
+
+def _slot_words(col, t: KeyType, ntz: bool):
+    """The two little-endian 32-bit words of the 8-byte slot of a fixed-size value (not null)."""
+    F = _F()
+    if t.kind == "bool":
+        return F.when(col, F.lit(1)).otherwise(F.lit(0)).cast("bigint"), F.lit(0).cast("bigint")
+    if t.kind in ("i8", "i16", "i32", "date"):
+        v = (F.unix_date(col) if t.kind == "date" else col).cast("bigint")
+        mask = {"i8": 0xFF, "i16": 0xFFFF}.get(t.kind, _MASK32)
+        return v.bitwiseAND(mask), F.lit(0).cast("bigint")
+    v = col.cast("bigint") if t.kind == "i64" else _split_micros(epoch_micros(col, ntz))[0]
+    return v.bitwiseAND(_MASK32), F.shiftrightunsigned(v, 32)
+
+
+def _with_fixed_bucket(df, key_names, types, ntz_flags, num_buckets: int, name: str):
+    """`df` with column `name` = the bucket of a key of fixed-width fields only.
+
+    Murmur3 (seed 42) over the BinaryRow's words as bigint arithmetic, one step per projection:
+    each step reads the running hash twice, so one expression would double in size per word.
+    Spark keeps such projections apart (it does not inline an expression used twice).
+    """
+    F = _F()
+    header = F.lit(0).cast("bigint")
+    words = []
+    for i, (key, t, ntz) in enumerate(zip(key_names, types, ntz_flags)):
+        col = df[key]
+        header = header.bitwiseOR(F.when(col.isNull(), F.lit(1 << (8 + i))).otherwise(F.lit(0)).cast("bigint"))
+        low, high = _slot_words(col, t, ntz)
+        words += [F.when(col.isNull(), F.lit(0).cast("bigint")).otherwise(low),
+                  F.when(col.isNull(), F.lit(0).cast("bigint")).otherwise(high)]
+    words = [header.bitwiseAND(_MASK32), F.shiftrightunsigned(header, 32)] + words
+    h = F.col(name)
+    out = df.withColumn(name, F.lit(42).cast("bigint"))
+    for word in words:
+        k1 = _mul32(_rotl32(_mul32(word, _C1), 15), _C2)
+        out = out.withColumn(name, h.bitwiseXOR(k1))
+        out = out.withColumn(name, (_rotl32(h, 13) * 5 + F.lit(0xE6546B64)).bitwiseAND(_MASK32))
+    out = out.withColumn(name, h.bitwiseXOR(F.lit(4 * len(words))))
+    out = out.withColumn(name, h.bitwiseXOR(F.shiftright(h, 16)))
+    out = out.withColumn(name, _mul32(h, _FMIX1))
+    out = out.withColumn(name, h.bitwiseXOR(F.shiftright(h, 13)))
+    out = out.withColumn(name, _mul32(h, _FMIX2))
+    out = out.withColumn(name, h.bitwiseXOR(F.shiftright(h, 16)))
+    signed = F.when(h >= F.lit(1 << 31), h - F.lit(1 << 32)).otherwise(h)
+    return out.withColumn(name, bucket_of(signed, num_buckets))
+
+
+def with_bucket(df, key_names, paimon_fields, num_buckets: int, name: str):
+    """`df` with an int column `name`: each row's bucket for the bucket key `key_names`.
+
+    Keys of fixed-width fields (integers, booleans, dates, timestamps up to millis) hash their
+    words as numbers (2-3x faster); other keys build the BinaryRow as hex (`bucket_column`).
+    """
+    from pyspark.sql.types import TimestampNTZType
+    by_name = {f.name: f for f in paimon_fields}
+    types = [key_type(by_name[k].type) for k in key_names]
+    ntz = [isinstance(df.schema[k].dataType, TimestampNTZType) for k in key_names]
+    if 0 < len(key_names) <= MAX_KEY_FIELDS and all(_fixed_words(t) for t in types):
+        return _with_fixed_bucket(df, key_names, types, ntz, num_buckets, name)
+    return df.withColumn(name, bucket_column(df, key_names, paimon_fields, num_buckets))
+
+
 def bucket_column(df, key_names, paimon_fields, num_buckets: int):
     """The bucket (int Column) of each row of `df` for the bucket key `key_names`."""
     from pyspark.sql.types import TimestampNTZType

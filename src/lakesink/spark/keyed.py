@@ -25,7 +25,7 @@ from __future__ import annotations
 from ..errors import ConfigurationError
 from ..paimon.keyed import (KEY_PREFIX, RETRACT_KINDS, RETRACTABLE_FUNCTIONS, ROW_KINDS, SEQUENCE, VALUE_KIND,
                             KeyedSpec)
-from .bucket import bucket_column
+from .bucket import with_bucket
 
 HIDDEN_PARTITION = "lakesink_partition_{}"
 BUCKET = "lakesink_bucket"
@@ -57,9 +57,8 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
     out = out.select(*checked)
     hidden = [HIDDEN_PARTITION.format(i) for i in range(len(spec.partition_keys))]
     extra = [out[k].alias(h) for k, h in zip(spec.partition_keys, hidden)]
-    extra.append(bucket_column(out, list(spec.bucket_keys), fields, spec.num_buckets).alias(BUCKET))
     extra.append(F.monotonically_increasing_id().alias(_ORDER))
-    out = out.select("*", *extra)
+    out = with_bucket(out.select("*", *extra), list(spec.bucket_keys), fields, spec.num_buckets, BUCKET)
     if next_sequence:
         out = _join_base(out, spec, hidden, next_sequence)
     else:
