@@ -94,3 +94,29 @@ def test_a_cdc_stream_into_an_aggregation_table_sums_exactly_once(spark, tmp_pat
         assert query.awaitTermination(300) and query.exception() is None
     assert _by_id(table) == expected
     assert [s.commit_identifier for s in snapshots(table) if s.commit_kind == "APPEND"] == [0, 1, 2]
+
+
+def test_changelog_producer_input_commits_the_writes_input_rows_as_the_snapshots_changelog(spark, table_path):
+    from pypaimon.manifest.manifest_file_manager import ManifestFileManager
+    from pypaimon.manifest.manifest_list_manager import ManifestListManager
+
+    from lakesink.paimon.compaction import live_files
+    from lakesink.paimon.tables import open_table
+    from lakesink.paimon.target import PaimonTarget
+    options = {"bucket": "2", "rowkind.field": "op", "changelog-producer": "input", "write-only": "true"}
+    _write(spark, [(1, "a", 1, "+I"), (2, "b", 2, "+I")], table_path, primary_key=["id"], options=options)
+    changes = [(1, "a", 1, "-U"), (1, "c", 3, "+U"), (2, "b", 2, "-D"), (3, "d", 4, "+I")]
+    report = _write(spark, changes, table_path)
+    assert report.rows_added == 3  # data rows (one per key); the changelog is not counted as data
+    assert _by_id(table_path) == {1: ("c", 3), 3: ("d", 4)}
+    table = open_table(table_path)
+    snapshot = table.snapshot_manager().get_latest_snapshot()
+    assert snapshot.changelog_record_count == len(changes)
+    entries = ManifestFileManager(table).read_entries_parallel(ManifestListManager(table).read_changelog(snapshot))
+    assert entries and all(e.file.file_name.startswith("changelog-") for e in entries)
+    assert not any(f.meta.file_name.startswith("changelog-") for f in live_files(table))
+    # A pending changelog committable keeps what it is through the durable (pypaimon-serialized) form.
+    from dataclasses import replace
+    target = PaimonTarget(table_path)
+    staged = replace(live_files(table)[0], changelog=True)
+    assert target.decode(target.encode(staged)).changelog

@@ -263,6 +263,8 @@ def test_policy_picks_runs_as_paimons_universal_compaction(tmp_path):
      "sequence.field column"),
     ({"merge-engine": "deduplicate", "fields.v.aggregate-function": "sum"}, "aggregation only"),
     ({"merge-engine": "dedupe"}, "not a Paimon merge engine"),
+    ({"changelog-producer": "lookup"}, "changelog-producer='lookup' is not supported"),
+    ({"merge-engine": "first-row", "changelog-producer": "input"}, "first-row"),
 ])
 def test_merge_options_lakesink_cannot_merge_are_refused_by_name(options, named):
     from lakesink.errors import ConfigurationError

@@ -73,6 +73,7 @@ class StagedFile:
     # The table schema the file was written for when the table may not have it yet
     # (schema evolution); the commit makes it the table's first. None: the file's schema id exists.
     schema: object = None
+    changelog: bool = False  # a changelog file (changelog-producer=input): in the snapshot's changelog
 
     @property
     def row_count(self) -> int:

@@ -34,6 +34,8 @@ KEY_PREFIX = "_KEY_"
 ROW_KINDS = {"+I": 0, "-U": 1, "+U": 2, "-D": 3}
 RETRACT_KINDS = (1, 3)
 MERGE_ENGINES = ("deduplicate", "first-row", "partial-update", "aggregation")
+CHANGELOG_PRODUCERS = ("none", "input")
+CHANGELOG_DIR = "lakesink_file=changelog"  # where Spark writes a keyed write's changelog files
 # The aggregate functions lakesink merges (in Spark for a write, in compaction), as Apache Paimon
 # defines them; `fields.<f>.aggregate-function` / `fields.default-aggregate-function`.
 AGGREGATE_FUNCTIONS = ("sum", "min", "max", "last_value", "last_non_null_value", "first_value",
@@ -66,6 +68,7 @@ class KeyedSpec:
     # aggregation: ((column, function), ...) for every value column; listagg: ((column, delimiter), ...)
     aggregates: tuple = ()
     delimiters: tuple = ()
+    changelog_producer: str = "none"  # none | input: the write's input rows also go to changelog files
 
     def aggregate_of(self, column: str) -> str | None:
         return dict(self.aggregates).get(column)
@@ -146,6 +149,16 @@ class KeyedSpec:
             for key in ("sequence.field", "rowkind.field"):
                 if options.get(key):
                     raise ConfigurationError(f"{key} applies to primary-key tables only; this table has none.")
+        producer = str(options.get("changelog-producer", "none")).strip().lower()
+        if primary_keys and producer not in CHANGELOG_PRODUCERS:
+            raise ConfigurationError(
+                f"changelog-producer={producer!r} is not supported by lakesink yet (it writes "
+                f"{' and '.join(CHANGELOG_PRODUCERS)}); tables with lookup or full-compaction changelogs are "
+                "written by Paimon's Java writers.", option="changelog-producer")
+        if producer == "input" and engine == "first-row":
+            raise ConfigurationError(
+                "changelog-producer=input with merge-engine=first-row: Paimon produces a first-row "
+                "table's changelog by lookup, which lakesink does not write yet.", option="changelog-producer")
         if rowkind and engine == "first-row":
             raise ConfigurationError(
                 "rowkind.field with merge-engine=first-row: first-row tables take inserts only "
@@ -159,7 +172,8 @@ class KeyedSpec:
             aggregates, delimiters = _aggregates(options, [c for c in column_names if c not in primary_keys],
                                                  sequence_fields)
         return cls(primary_keys, trimmed, partition_keys, bucket_keys, num_buckets, engine,
-                   sequence_fields, rowkind, ignore_delete, aggregates, delimiters)
+                   sequence_fields, rowkind, ignore_delete, aggregates, delimiters,
+                   producer if primary_keys else "none")
 
     @classmethod
     def of_table(cls, table) -> KeyedSpec:
@@ -257,9 +271,10 @@ def check_keyed_table(table, requested_primary_keys) -> None:
         if str(table.table_schema.options.get(key, "false")).lower() == "true":
             raise UnsupportedTableError(f"{table.table_path} has {key}=true, which lakesink does not write yet.")
     changelog = str(table.table_schema.options.get("changelog-producer", "none")).lower()
-    if changelog not in ("none",):
+    if changelog not in CHANGELOG_PRODUCERS:
         raise UnsupportedTableError(
-            f"{table.table_path} has changelog-producer={changelog}, which lakesink does not write yet.")
+            f"{table.table_path} has changelog-producer={changelog}, which lakesink does not write yet "
+            f"(it writes {' and '.join(CHANGELOG_PRODUCERS)}).")
 
 
 def next_sequence_numbers(table) -> dict[tuple, int]:
@@ -292,6 +307,9 @@ def describe_keyed(path: str, layout: TableLayout, spec: KeyedSpec, file_io,
             metadata = pq.read_metadata(stream)
     staged = describe_parquet(path, layout, file_io, metadata=metadata)
     staged.bucket = bucket_of_path(path)
+    if f"/{CHANGELOG_DIR}/" in path:  # changelog-producer=input: the write's input rows, by key
+        staged.changelog = True
+        staged.meta = dataclasses.replace(staged.meta, file_name="changelog-" + staged.meta.file_name[len("data-"):])
     if not spec.has_primary_key:
         # Fixed-bucket append file: sequence numbers count its rows from the bucket's next free one.
         return staged

@@ -190,9 +190,10 @@ class PaimonTarget(CommitTarget[StagedFile]):
         crashpoints.reached("files-placed")
 
         messages = _messages(files, fixed, check_from)
-        rows = sum(f.row_count for f in files)
-        size = sum(f.file_size for f in files)
-        props = {"lakesink.rows-added": str(rows), "lakesink.files-added": str(len(files)),
+        data = [f for f in files if not f.changelog]
+        rows = sum(f.row_count for f in data)
+        size = sum(f.file_size for f in data)
+        props = {"lakesink.rows-added": str(rows), "lakesink.files-added": str(len(data)),
                  "lakesink.bytes-added": str(size)}
         props.update(properties or {})
 
@@ -230,7 +231,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
                               snapshot_id=snapshot.id if snapshot else None,
                               commit_kind=snapshot.commit_kind if snapshot else None,
                               attempts=attempts.count,
-                              files_added=len(files), rows_added=rows, bytes_added=size)
+                              files_added=len(data), rows_added=rows, bytes_added=size)
         report.duration_ms = (time.perf_counter() - started) * 1000
         for hook in self.after_commit:
             hook(table, report)
@@ -296,8 +297,11 @@ class PaimonTarget(CommitTarget[StagedFile]):
         return {f.name: f for f in PyarrowFieldParser.to_paimon_schema(self.create.schema)}
 
     def encode(self, committable: StagedFile) -> dict:
+        # pypaimon's own serializer; a changelog file travels as the message's changelog file.
+        meta = [committable.meta]
         message = CommitMessage(partition=committable.partition, bucket=committable.bucket,
-                                new_files=[committable.meta])
+                                new_files=[] if committable.changelog else meta,
+                                changelog_files=meta if committable.changelog else [])
         body = serialize_commit_message(message, self._partition_fields())
         out = {"paimon_commit_message_v": MESSAGE_VERSION,
                "message": base64.b64encode(body).decode("ascii"),
@@ -324,19 +328,22 @@ class PaimonTarget(CommitTarget[StagedFile]):
                                              self._key_fields(),
                                              version=int(data["paimon_commit_message_v"]))
         schema = data.get("table_schema")
+        changelog = not message.new_files and bool(message.changelog_files)
         return StagedFile(partition=tuple(message.partition), bucket=message.bucket,
-                          meta=message.new_files[0], staged_path=data.get("staged_path"),
-                          schema=evolution.schema_from_json(schema) if schema else None)
+                          meta=(message.changelog_files if changelog else message.new_files)[0],
+                          staged_path=data.get("staged_path"),
+                          schema=evolution.schema_from_json(schema) if schema else None, changelog=changelog)
 
 
 def _messages(files: Sequence[StagedFile], total_buckets: int | None = None,
               check_from: int | None = None) -> list[CommitMessage]:
-    grouped: dict[tuple, list] = {}
+    grouped: dict[tuple, tuple[list, list]] = {}
     for f in files:
-        grouped.setdefault((tuple(f.partition), f.bucket), []).append(f.meta)
-    return [CommitMessage(partition=p, bucket=b, new_files=metas, total_buckets=total_buckets,
-                          check_from_snapshot=check_from)
-            for (p, b), metas in grouped.items()]
+        data, changelog = grouped.setdefault((tuple(f.partition), f.bucket), ([], []))
+        (changelog if f.changelog else data).append(f.meta)
+    return [CommitMessage(partition=p, bucket=b, new_files=data, changelog_files=changelog,
+                          total_buckets=total_buckets, check_from_snapshot=check_from)
+            for (p, b), (data, changelog) in grouped.items()]
 
 
 class _AttemptCounter:

@@ -34,6 +34,7 @@ _BASE = "lakesink_base"
 _KIND = "lakesink_kind"
 _VERSIONS = "lakesink_versions"
 _MERGED = "lakesink_merged_"
+_FILE = "lakesink_file"  # data | changelog (changelog-producer=input); its directory marks changelog files
 _ROW_INDEX_BITS = 33  # monotonically_increasing_id: partition id << 33 | row index in the partition
 ERROR_PREFIX = "lakesink keyed write: "
 
@@ -80,20 +81,37 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
         keep = F.lag(_ORDER).over(window).isNull()
     else:
         keep = F.lead(_ORDER).over(window).isNull()
-    out = out.withColumn("lakesink_keep", keep).where("lakesink_keep")
+    out = out.withColumn("lakesink_keep", keep)
+    changelog = spec.changelog_producer == "input"
+    if changelog:
+        # One job writes both: every input row to a changelog file, the kept (merged) rows to data
+        # files; sorted by file kind then key, as each file must be.
+        kinds = F.when(F.col("lakesink_keep"), F.array(F.lit("data"), F.lit("changelog")))
+        out = out.withColumn(_FILE, F.explode(kinds.otherwise(F.array(F.lit("changelog")))))
+        out = out.sortWithinPartitions(*hidden, BUCKET, _FILE, *spec.trimmed_keys,
+                                       *[F.col(c).asc_nulls_first() for c in spec.sequence_fields], _ORDER)
+    else:
+        out = out.where("lakesink_keep")
     row_index = F.monotonically_increasing_id().bitwiseAND((1 << _ROW_INDEX_BITS) - 1)
     columns = [out[k].alias(KEY_PREFIX + k) for k in spec.trimmed_keys]
     columns.append((out[_BASE] + row_index).alias(SEQUENCE))
+    raw_kind = out[_KIND] if merging else _value_kind(out, spec)
     if merging:
         # Paimon's write buffer (a reducer) keeps a key's only row as it came, kind included,
         # and merges several into one +I row.
         kind = F.when(F.col(_VERSIONS) == 1, out[_KIND]).otherwise(F.lit(0)).cast("tinyint")
-        values = [F.when(F.col(_VERSIONS) == 1, out[n]).otherwise(out[_MERGED + n]).alias(n)
+        values = [F.when(F.col(_VERSIONS) == 1, out[n]).otherwise(out[_MERGED + n])
                   if n not in spec.primary_keys else out[n] for n in names]
     else:
-        kind, values = _value_kind(out, spec), [out[n] for n in names]
+        kind, values = raw_kind, [out[n] for n in names]
+    if changelog:  # changelog rows: the input row as it came
+        is_data = F.col(_FILE) == F.lit("data")
+        kind = F.when(is_data, kind).otherwise(raw_kind).cast("tinyint")
+        values = [F.when(is_data, v).otherwise(out[n]) for v, n in zip(values, names)]
     columns.append(kind.alias(VALUE_KIND))
-    columns += values + [out[h] for h in hidden] + [out[BUCKET]]
+    columns += [v.alias(n) for v, n in zip(values, names)] + [out[h] for h in hidden] + [out[BUCKET]]
+    if changelog:
+        return out.select(*columns, out[_FILE]), hidden + [BUCKET, _FILE]
     return out.select(*columns), hidden + [BUCKET]
 
 
