@@ -84,36 +84,47 @@ def _codec_jars() -> list[str]:
     return out
 
 
+def compile_java(source: Path, prefix: str) -> tuple[str, str]:
+    """(java, classpath) running `source`'s classes against the Paimon 1.0 jar; compiled once per
+    source and jar (cached under `prefix-<digest>`), also safe beside a concurrent session."""
+    java, javac = _java_tools()
+    jar = _bridge_jar()
+    digest = hashlib.sha256(source.read_bytes() + str(jar.stat().st_size).encode()).hexdigest()[:16]
+    classes = cache_dir() / f"{prefix}-{digest}"
+    if not (classes / f"{source.stem}.class").exists():
+        tmp = cache_dir() / f".{prefix}-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        proc = subprocess.run([javac, "-nowarn", "-encoding", "UTF-8", "-d", str(tmp), "-cp", str(jar),
+                               str(source)], capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{source.name} does not compile:\n{proc.stderr}")
+        try:
+            os.replace(tmp, classes)
+        except OSError:  # another session compiled it meanwhile
+            shutil.rmtree(tmp, ignore_errors=True)
+    return java, os.pathsep.join([str(classes), str(jar), *_codec_jars()])
+
+
+def run_java(java: str, classpath: str, main: str, args: list[str]) -> None:
+    """Run `main`; a failure raises JavaError with its stack trace (logging noise dropped)."""
+    proc = subprocess.run([java, "-Xmx512m", "-XX:TieredStopAtLevel=1", "-cp", classpath, main, *args],
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        noise = ("SLF4J", "StatusLogger")
+        err = "\n".join(line for line in proc.stderr.splitlines() if not line.startswith(noise))
+        raise JavaError(err.strip())
+
+
 class JavaPaimon:
     """Apache Paimon 1.0's Java reader and writer, one JVM per call."""
 
     name = "java-paimon-1.0"
 
     def __init__(self):
-        self.java, javac = _java_tools()
-        jar = _bridge_jar()
-        digest = hashlib.sha256(SOURCE.read_bytes() + str(jar.stat().st_size).encode()).hexdigest()[:16]
-        classes = cache_dir() / f"classes-{digest}"
-        if not (classes / "PaimonOracle.class").exists():
-            tmp = cache_dir() / f".classes-{os.getpid()}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            proc = subprocess.run([javac, "-nowarn", "-encoding", "UTF-8", "-d", str(tmp), "-cp", str(jar),
-                                   str(SOURCE)], capture_output=True, text=True, timeout=300)
-            if proc.returncode != 0:
-                raise RuntimeError(f"PaimonOracle.java does not compile:\n{proc.stderr}")
-            try:
-                os.replace(tmp, classes)
-            except OSError:  # another session compiled it meanwhile
-                shutil.rmtree(tmp, ignore_errors=True)
-        self.classpath = os.pathsep.join([str(classes), str(jar), *_codec_jars()])
+        self.java, self.classpath = compile_java(SOURCE, "classes")
 
     def _run(self, args: list[str]) -> None:
-        proc = subprocess.run([self.java, "-Xmx512m", "-XX:TieredStopAtLevel=1", "-cp", self.classpath,
-                               "PaimonOracle", *args], capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0:
-            noise = ("SLF4J", "StatusLogger")
-            err = "\n".join(line for line in proc.stderr.splitlines() if not line.startswith(noise))
-            raise JavaError(err.strip())
+        run_java(self.java, self.classpath, "PaimonOracle", args)
 
     def read_many(self, tables: list[str], out_dir: Path) -> dict[str, list[dict] | Exception]:
         """Rows of each table (latest snapshot); a table Paimon fails on maps to its error.
