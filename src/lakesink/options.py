@@ -259,6 +259,18 @@ _declare(
     Option("compaction.size-ratio", "table", "int", 1, "Primary-key tables (universal compaction): "
            "newer runs are merged with the next older run while their total is within this percentage "
            "of its size (Paimon's default, 1).", minimum=0),
+    Option("changelog-producer", "table", "choice", "none", "Primary-key tables: what feeds their "
+           "changelog (streaming reads). `input`: the written rows; `lookup`: a compaction after each commit "
+           "compares every new key with its previous value; `full-compaction`: each full compaction compares "
+           "with the last one (see [keyed.md](keyed.md#changelog-producers)).",
+           choices=("none", "input", "lookup", "full-compaction")),
+    Option("changelog-producer.row-deduplicate", "table", "bool", False, "`lookup` and `full-compaction` "
+           "producers: no `-U`/`+U` pair for an update that leaves the row as it was (Paimon's default: "
+           "false, pairs are written)."),
+    Option("full-compaction.delta-commits", "table", "int", None, "Primary-key tables: after this many "
+           "commits since the last full compaction, the next compaction round compacts every bucket "
+           "fully (with `changelog-producer=full-compaction`: after every commit unless set).", minimum=1,
+           default_text="none"),
     Option("rowkind.field", "table", "string", None, "Keyed tables: the column holding each row's kind "
            "(`+I`, `-U`, `+U`, `-D`); other values fail the job.", default_text="none"),
     Option("snapshot.num-retained.min", "table", "int", 10, "Snapshots always kept by expiry.", minimum=1),

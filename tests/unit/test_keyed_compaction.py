@@ -263,7 +263,9 @@ def test_policy_picks_runs_as_paimons_universal_compaction(tmp_path):
      "sequence.field column"),
     ({"merge-engine": "deduplicate", "fields.v.aggregate-function": "sum"}, "aggregation only"),
     ({"merge-engine": "dedupe"}, "not a Paimon merge engine"),
-    ({"changelog-producer": "lookup"}, "changelog-producer='lookup' is not supported"),
+    ({"changelog-producer": "lookups"}, "changelog-producer='lookups' is not one of"),
+    ({"merge-engine": "first-row", "changelog-producer": "full-compaction"}, "first-row"),
+    ({"changelog-producer": "lookup", "full-compaction.delta-commits": "2"}, "full-compaction.delta-commits"),
     ({"merge-engine": "first-row", "changelog-producer": "input"}, "first-row"),
 ])
 def test_merge_options_lakesink_cannot_merge_are_refused_by_name(options, named):

@@ -14,7 +14,9 @@ a snapshot follows Paimon's streaming semantics:
   of every snapshot (its changelog manifest list), whatever its kind.
 
 A snapshot's full contents (a stream starting `latest-full`) are the merged rows,
-each `+I`. Append tables stream the same way (each row `+I`).
+each `+I`; with a `lookup` changelog of the files above level 0, with a
+`full-compaction` changelog of the highest level only (`full_state_levels`), so
+that no change is delivered twice. Append tables stream the same way (each row `+I`).
 
 Change files are read as stored (no merging), by column name: a column the file's
 schema lacks is null; Parquet only (other formats are refused by name).
@@ -45,6 +47,20 @@ class ChangeFile:
 
 def producer(table) -> str:
     return str(table.table_schema.options.get("changelog-producer", "none")).strip().lower()
+
+
+def full_state_levels(table):
+    """Which levels a stream's first, full read takes (None: all), as Java's stream scan: with a
+    `lookup` changelog no level-0 file (its changes come with the compaction after it), with a
+    `full-compaction` changelog only the highest level (the last full compaction's state)."""
+    kind = producer(table)
+    if kind == "lookup":
+        return lambda level: level > 0
+    if kind == "full-compaction":
+        from .lsm import LsmOptions
+        top = LsmOptions.of_table(table).max_level
+        return lambda level: level == top
+    return None
 
 
 def check_changelog_readable(table) -> None:

@@ -252,6 +252,7 @@ class KeyedCompactionAggregator(Aggregator[StagedFile]):
         self.executor_bytes = executor_bytes
         self.distributed = distributed
         self.skipped: list[tuple] = []  # buckets left alone in the last round (older schemas)
+        self.full_round = False         # the round compacts every bucket fully (delta commits)
         self.refresh()
 
     def refresh(self) -> None:
@@ -267,12 +268,22 @@ class KeyedCompactionAggregator(Aggregator[StagedFile]):
         return (tuple(f.partition), f.bucket)
 
     def carries(self, f: StagedFile) -> bool:
-        return f.meta.level == 0
+        return f.meta.level == 0 and not f.changelog
 
     def inputs(self, committables: list[StagedFile]) -> list[StagedFile]:
+        """The live files of the buckets written since the last round; in a full-compaction
+        round (`full-compaction.delta-commits`), of every bucket not fully compacted too."""
         self.refresh()
         keys = {self.pre_aggregate_key(c) for c in committables}
-        return [f for f in live_files(self.table) if self.pre_aggregate_key(f) in keys]
+        every = self.lsm.full_compaction_every
+        self.full_round = every is not None and not self.force and full_compaction_due(self.table, every)
+        files = live_files(self.table)
+        if self.full_round:
+            keys |= {self.pre_aggregate_key(f) for f in files if f.meta.level != self.lsm.max_level}
+        return [f for f in files if self.pre_aggregate_key(f) in keys]
+
+    def commit_properties(self) -> dict[str, str]:
+        return {FULL_COMPACTION_PROPERTY: "true"} if self.full_round or self.force else {}
 
     def aggregate(self, committables: list[StagedFile]) -> list[StagedFile]:
         return self.aggregate_all({None: committables})[None]
@@ -300,7 +311,7 @@ class KeyedCompactionAggregator(Aggregator[StagedFile]):
 
     def unit(self, files: Sequence[StagedFile]) -> lsm.CompactUnit | None:
         """The runs to merge: everything when forced (`lakesink.compact`), else Paimon's pick."""
-        if self.force:
+        if self.force or self.full_round:
             return None if self.lsm.fully_compacted(files) else self.lsm.full(files)
         return self.lsm.pick(files)
 
@@ -315,6 +326,29 @@ class KeyedCompactionAggregator(Aggregator[StagedFile]):
         if self.distributed is not None and volume >= self.executor_bytes and len(tasks) > 1:
             return self.distributed(tasks)
         return rewrite_on_driver(tasks)
+
+
+FULL_COMPACTION_PROPERTY = "lakesink.full-compaction"  # snapshot property of a full compaction round
+
+
+def full_compaction_due(table, every: int) -> bool:
+    """Whether `every` APPEND commits landed since the last full compaction (a COMPACT snapshot
+    marked `lakesink.full-compaction=true`): the table's own history decides, so the count
+    survives restarts and holds across batch jobs."""
+    manager = table.snapshot_manager()
+    latest = manager.get_latest_snapshot()
+    appends, snapshot_id = 0, latest.id if latest is not None else 0
+    for _ in range(4 * every + 16):  # compactions interleave with appends: a bounded walk back
+        if snapshot_id < 1 or appends >= every:
+            break
+        snapshot = manager.get_snapshot_by_id(snapshot_id)
+        if snapshot is None:  # expired: as good as a compaction long ago
+            break
+        if snapshot.commit_kind == "COMPACT" and (snapshot.properties or {}).get(FULL_COMPACTION_PROPERTY) == "true":
+            return False
+        appends += snapshot.commit_kind in ("APPEND", "OVERWRITE")
+        snapshot_id -= 1
+    return appends >= every
 
 
 def compacts_after_commit(table_options: dict, primary_keys) -> bool:
@@ -400,7 +434,9 @@ class PaimonCompactionTarget(CompactionTarget[StagedFile]):
         identity.before_commit(table.file_io, self.target.path, commit_user,
                                table.snapshot_manager().get_latest_snapshot())
         place(table, list(new))
-        entries = [_entry(table, _DELETE, f) for f in replaced] + [_entry(table, _ADD, f) for f in new]
+        entries = ([_entry(table, _DELETE, f) for f in replaced]
+                   + [_entry(table, _ADD, f) for f in new if not f.changelog])
+        changelog = [_entry(table, _ADD, f) for f in new if f.changelog]  # lookup / full-compaction producers
         props = {"lakesink.files-removed": str(len(replaced)), "lakesink.files-added": str(len(new)),
                  "lakesink.rows-rewritten": str(sum(f.row_count for f in new))}
         props.update(properties or {})
@@ -408,7 +444,7 @@ class PaimonCompactionTarget(CompactionTarget[StagedFile]):
         try:
             commit._try_commit(commit_kind="COMPACT", commit_identifier=identifier,
                                commit_entries_plan=lambda _snapshot: entries, detect_conflicts=True,
-                               allow_rollback=False, snapshot_properties=props)
+                               allow_rollback=False, snapshot_properties=props, changelog_entries=changelog)
         except CommitConflictError as exc:
             exc.identifier = identifier
             raise

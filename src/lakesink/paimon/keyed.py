@@ -34,7 +34,7 @@ KEY_PREFIX = "_KEY_"
 ROW_KINDS = {"+I": 0, "-U": 1, "+U": 2, "-D": 3}
 RETRACT_KINDS = (1, 3)
 MERGE_ENGINES = ("deduplicate", "first-row", "partial-update", "aggregation")
-CHANGELOG_PRODUCERS = ("none", "input")
+CHANGELOG_PRODUCERS = ("none", "input", "lookup", "full-compaction")
 CHANGELOG_DIR = "lakesink_file=changelog"  # where Spark writes a keyed write's changelog files
 # The aggregate functions lakesink merges (in Spark for a write, in compaction), as Apache Paimon
 # defines them; `fields.<f>.aggregate-function` / `fields.default-aggregate-function`.
@@ -152,13 +152,22 @@ class KeyedSpec:
         producer = str(options.get("changelog-producer", "none")).strip().lower()
         if primary_keys and producer not in CHANGELOG_PRODUCERS:
             raise ConfigurationError(
-                f"changelog-producer={producer!r} is not supported by lakesink yet (it writes "
-                f"{' and '.join(CHANGELOG_PRODUCERS)}); tables with lookup or full-compaction changelogs are "
-                "written by Paimon's Java writers.", option="changelog-producer")
+                f"changelog-producer={producer!r} is not one of {', '.join(CHANGELOG_PRODUCERS)}.",
+                option="changelog-producer")
         if producer == "input" and engine == "first-row":
             raise ConfigurationError(
                 "changelog-producer=input with merge-engine=first-row: Paimon produces a first-row "
-                "table's changelog by lookup, which lakesink does not write yet.", option="changelog-producer")
+                "table's changelog by lookup; set changelog-producer=lookup.", option="changelog-producer")
+        if producer == "full-compaction" and engine == "first-row":
+            raise ConfigurationError(
+                "changelog-producer=full-compaction with merge-engine=first-row is not supported by lakesink "
+                "yet; set changelog-producer=lookup (inserts of new keys), as Paimon recommends.",
+                option="changelog-producer")
+        if producer == "lookup" and options.get("full-compaction.delta-commits"):
+            raise ConfigurationError(
+                "full-compaction.delta-commits with changelog-producer=lookup: Paimon refuses the pair "
+                "(a full compaction would skip the lookup); use changelog-producer=full-compaction for "
+                "periodic full compactions with a changelog.", option="full-compaction.delta-commits")
         if rowkind and engine == "first-row":
             raise ConfigurationError(
                 "rowkind.field with merge-engine=first-row: first-row tables take inserts only "
@@ -273,8 +282,8 @@ def check_keyed_table(table, requested_primary_keys) -> None:
     changelog = str(table.table_schema.options.get("changelog-producer", "none")).lower()
     if changelog not in CHANGELOG_PRODUCERS:
         raise UnsupportedTableError(
-            f"{table.table_path} has changelog-producer={changelog}, which lakesink does not write yet "
-            f"(it writes {' and '.join(CHANGELOG_PRODUCERS)}).")
+            f"{table.table_path} has changelog-producer={changelog}, which lakesink does not write "
+            f"(it writes {', '.join(CHANGELOG_PRODUCERS)}).")
 
 
 def next_sequence_numbers(table) -> dict[tuple, int]:

@@ -41,6 +41,7 @@ from .keyed import KEY_PREFIX, RETRACT_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec, w
 
 COMPACT_FILE_SOURCE = 1  # Paimon's FileSource.COMPACT
 _RANK = "_lakesink_file_rank"
+_LEVEL = "_lakesink_file_level"
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,17 @@ class LsmOptions:
     compression: str
     max_size_amp: int = 200  # compaction.max-size-amplification-percent
     size_ratio: int = 1      # compaction.size-ratio
+    producer: str = "none"   # changelog-producer
+    row_deduplicate: bool = False       # changelog-producer.row-deduplicate
+    delta_commits: int | None = None    # full-compaction.delta-commits
+
+    @property
+    def full_compaction_every(self) -> int | None:
+        """Commits between automatic full compactions: `full-compaction.delta-commits`, or every
+        commit for `changelog-producer=full-compaction` (Paimon's writers do the same)."""
+        if self.delta_commits is not None:
+            return self.delta_commits
+        return 1 if self.producer == "full-compaction" else None
 
     @property
     def max_level(self) -> int:
@@ -73,7 +85,10 @@ class LsmOptions:
                    ignore_delete=bool(table.options.ignore_delete()), merge_engine=engine,
                    compression=registry.table_value(raw, "file.compression"),
                    max_size_amp=registry.table_value(raw, "compaction.max-size-amplification-percent"),
-                   size_ratio=registry.table_value(raw, "compaction.size-ratio"))
+                   size_ratio=registry.table_value(raw, "compaction.size-ratio"),
+                   producer=str(raw.get("changelog-producer", "none")).strip().lower(),
+                   row_deduplicate=registry.table_value(raw, "changelog-producer.row-deduplicate"),
+                   delta_commits=registry.table_value(raw, "full-compaction.delta-commits"))
 
     def sorted_runs(self, files: Sequence[StagedFile]) -> int:
         """Sorted runs of one bucket: each level-0 file is one, each non-empty level above one."""
@@ -95,18 +110,31 @@ class LsmOptions:
         Output goes to the level below the first run left out (never level 0; the highest level
         when every run is taken). First-row tables and aggregation buckets holding retractions
         always compact fully (`needs_compaction`): readers must not see their level-0 files.
+        With `changelog-producer=lookup` every level-0 run is compacted after its commit.
         """
-        if self.merge_engine == "first-row" and any(f.meta.level == 0 for f in files):
+        level0 = sum(1 for f in files if f.meta.level == 0)
+        if self.merge_engine == "first-row" and level0:
             return self.full(files)
-        if self.merge_engine == "aggregation" and any(f.meta.level == 0 and f.meta.delete_row_count
-                                                      for f in files):
-            return self.full(files)  # pypaimon (lakesink's reader) cannot merge an aggregation's retractions
+        if self.merge_engine == "aggregation" and level0 and (
+                self.producer == "lookup" or any(f.meta.level == 0 and f.meta.delete_row_count for f in files)):
+            # pypaimon (lakesink's reader) cannot merge an aggregation's retractions, nor the merged
+            # values a lookup compaction writes above older ones: such buckets compact fully.
+            return self.full(files)
         runs = _runs(files)
+        unit = self._universal(runs)
+        if self.producer == "lookup" and level0 and (
+                unit is None or sum(1 for f in unit.files if f.meta.level == 0) < level0):
+            # Paimon's ForceUpLevel0Compaction: with a lookup changelog every level-0 run leaves
+            # level 0 in the round after its commit, merged with the runs the size ratio adds.
+            unit = self._by_ratio(runs, level0, force=True)
+        return unit
+
+    def _universal(self, runs: list) -> CompactUnit | None:
         if len(runs) < max(self.trigger, 2):
             return None
         newer = sum(_size(r) for r in runs[:-1])
         if newer * 100 > self.max_size_amp * _size(runs[-1]):
-            return self.full(files)
+            return self.full([f for run in runs for f in run])
         unit = self._by_ratio(runs, 1)
         if unit is None and len(runs) > self.trigger:
             unit = self._by_ratio(runs, len(runs) - self.trigger + 1, force=True)
@@ -210,6 +238,10 @@ class KeyedCompactTask:
     fs_options: dict | None = None
     output_level: int | None = None  # None: the highest level (a full compaction)
     drop_deletes: bool = True        # retractions leave (no older version can lie below the output)
+    input_levels: tuple = ()         # the level of each input
+    changelog: str = "none"          # the changelog this compaction writes: none | lookup | full-compaction
+    lookup: tuple = ()               # lookup: the bucket's files outside the compaction, oldest first
+    lookup_levels: tuple = ()
 
     @property
     def level(self) -> int:
@@ -357,40 +389,90 @@ def merge_field(spec: KeyedSpec, column: str, versions: list, retracts: list):
 
 def read_bucket(task: KeyedCompactTask, schema: pa.Schema) -> pa.Table:
     """Every row of the bucket's files, cast to `schema`, with each file's age rank."""
+    return _read_files(task, task.inputs, schema)
+
+
+def _read_files(task: KeyedCompactTask, paths, schema: pa.Schema, first_rank: int = 0,
+                levels=None, keys: pa.Table | None = None) -> pa.Table:
+    """The rows of `paths` as `schema` with each file's age rank (and level, given `levels`);
+    only rows whose key is among `keys`, given them."""
     file_io = storage.file_io(task.output_dir, task.fs_options)
+    extra = [pa.field(_RANK, pa.int32())] + ([pa.field(_LEVEL, pa.int32())] if levels is not None else [])
     parts = []
-    for rank, path in enumerate(task.inputs):
+    for i, path in enumerate(paths):
         with file_io.new_input_stream(path) as source:
             part = pq.ParquetFile(source).read(columns=schema.names)
         part = part.select(schema.names)
         if not part.schema.equals(schema, check_metadata=False):
             part = part.cast(schema)
-        parts.append(part.append_column(_RANK, pa.array([rank] * part.num_rows, pa.int32())))
-    return pa.concat_tables(parts) if parts else schema.append(pa.field(_RANK, pa.int32())).empty_table()
+        if keys is not None:
+            part = part.join(keys, keys.column_names, join_type="left semi").select(schema.names).cast(schema)
+        part = part.append_column(_RANK, pa.array([first_rank + i] * part.num_rows, pa.int32()))
+        if levels is not None:
+            part = part.append_column(_LEVEL, pa.array([levels[i]] * part.num_rows, pa.int32()))
+        parts.append(part)
+    return pa.concat_tables(parts) if parts else pa.schema(list(schema) + extra).empty_table()
 
 
 def compact_bucket(task: KeyedCompactTask) -> list[StagedFile]:
-    """Merge the bucket and write its survivors as one sorted run at the highest level."""
+    """Merge the compaction's runs into one sorted run at its output level (and write the
+    changelog the table's producer asks of it)."""
     schema = kv_schema(task.layout, task.spec)
-    merged = merge(read_bucket(task, schema), task.spec, task.lsm, task.drop_deletes).combine_chunks()
-    if merged.num_rows == 0:
-        return []  # every key was deleted: the bucket ends empty
+    if task.changelog == "none":
+        merged = merge(read_bucket(task, schema), task.spec, task.lsm, task.drop_deletes).combine_chunks()
+        changelog = None
+    else:
+        merged, changelog = _merge_with_changelog(task, schema)
     file_io = storage.file_io(task.output_dir, task.fs_options)
-    file_io.check_or_mkdirs(task.output_dir)
+    outputs: list[StagedFile] = []
+    if merged.num_rows or (changelog is not None and changelog.num_rows):
+        file_io.check_or_mkdirs(task.output_dir)
     # Rolling files of about `target-file-size`, as Paimon's rolling writer: row groups of
     # about an eighth of the target (estimated from the inputs' bytes per row), a new file
     # once the bytes written reach the target.
     estimate = task.input_bytes / max(task.input_rows, 1)
     group_rows = max(1, min(1 << 20, int(task.lsm.target_size / 8 / max(estimate, 1e-9))))
-    outputs: list[StagedFile] = []
-    start = 0
-    while start < merged.num_rows:
-        path, rows = _write_file(task, schema, merged, start, group_rows, file_io)
-        outputs.append(_describe(task, path, merged.slice(start, rows), file_io))
-        if start == 0:
-            crashpoints.reached("mid-rewrite")
-        start += rows
-    return outputs
+    for rows, is_changelog in ((merged, False), (changelog, True)):
+        start = 0
+        while rows is not None and start < rows.num_rows:
+            path, n = _write_file(task, schema, rows, start, group_rows, file_io)
+            outputs.append(_describe(task, path, rows.slice(start, n), file_io, is_changelog))
+            if start == 0 and not is_changelog:
+                crashpoints.reached("mid-rewrite")
+            start += n
+    return outputs  # no data file when every key was deleted: the bucket ends empty
+
+
+def _merge_with_changelog(task: KeyedCompactTask, schema: pa.Schema) -> tuple[pa.Table, pa.Table]:
+    """The merged run and its changelog (see `paimon.lsm_changelog` for what before and after are)."""
+    from .lsm_changelog import changes
+
+    data = _read_files(task, task.inputs, schema, levels=task.input_levels)
+    keys = [KEY_PREFIX + k for k in task.spec.trimmed_keys]
+    if task.changelog == "lookup":
+        changed = data.filter(pc.equal(data.column(_LEVEL), 0)).select(keys)
+        changed = changed.group_by(keys).aggregate([])
+        if task.lookup:  # previous values of those keys in the runs above the compaction
+            looked_up = _read_files(task, task.lookup, schema, first_rank=-len(task.lookup),
+                                    levels=task.lookup_levels, keys=changed)
+            data = pa.concat_tables([looked_up, data])
+        before_rows = data.filter(pc.greater(data.column(_LEVEL), 0))
+    else:  # full-compaction: keys with a row below the highest level, against that level's row
+        changed = data.filter(pc.not_equal(data.column(_LEVEL), task.lsm.max_level)).select(keys)
+        changed = changed.group_by(keys).aggregate([])
+        before_rows = data.filter(pc.equal(data.column(_LEVEL), task.lsm.max_level))
+    data = data.drop_columns([_LEVEL])
+    merged = merge(data, task.spec, task.lsm, drop_deletes=False).combine_chunks()
+    before = merge(before_rows.drop_columns([_LEVEL]), task.spec, task.lsm, drop_deletes=False)
+    before = before.join(changed, keys, join_type="left semi")
+    after = merged.join(changed, keys, join_type="left semi")
+    after = after.take(pc.sort_indices(after, sort_keys=[(k, "ascending") for k in keys]))
+    values = [f.name for f in task.layout.fields]
+    changelog = changes(before, after, keys, values, row_deduplicate=task.lsm.row_deduplicate,
+                        inserts_only=task.spec.merge_engine == "first-row").combine_chunks()
+    if task.drop_deletes:
+        merged = merged.filter(pc.invert(pc.is_in(merged.column(VALUE_KIND), pa.array(RETRACT_KINDS, pa.int8()))))
+    return merged.select(schema.names).cast(schema), changelog.select(schema.names).cast(schema)
 
 
 def _write_file(task: KeyedCompactTask, schema: pa.Schema, merged: pa.Table, start: int, group_rows: int,
@@ -417,11 +499,14 @@ def _write_file(task: KeyedCompactTask, schema: pa.Schema, merged: pa.Table, sta
     return path, written
 
 
-def _describe(task: KeyedCompactTask, path: str, chunk: pa.Table, file_io) -> StagedFile:
+def _describe(task: KeyedCompactTask, path: str, chunk: pa.Table, file_io, changelog: bool = False) -> StagedFile:
     with file_io.new_input_stream(path) as source:
         metadata = pq.read_metadata(source)
     staged = describe_parquet(path, task.layout, file_io, partition=task.partition, metadata=metadata)
     staged = replace(staged, bucket=task.bucket)
+    if changelog:  # a changelog file: in the snapshot's changelog manifests, named as Paimon names them
+        staged = replace(staged, changelog=True, meta=replace(
+            staged.meta, file_name="changelog-" + staged.meta.file_name[len("data-"):]))
     keys = [KEY_PREFIX + k for k in task.spec.trimmed_keys]
     first = [chunk.column(k)[0].as_py() for k in keys]
     last = [chunk.column(k)[chunk.num_rows - 1].as_py() for k in keys]
@@ -431,8 +516,8 @@ def _describe(task: KeyedCompactTask, path: str, chunk: pa.Table, file_io) -> St
         if pa.types.is_floating(column.type):
             mm = pc.min_max(column)
             float_keys[k] = (mm["min"].as_py(), mm["max"].as_py(), column.null_count)
-    deletes = 0 if task.drop_deletes else int(pc.sum(pc.is_in(chunk.column(VALUE_KIND), pa.array(
-        RETRACT_KINDS, pa.int8()))).as_py() or 0)
+    deletes = 0 if task.drop_deletes and not changelog else int(pc.sum(pc.is_in(
+        chunk.column(VALUE_KIND), pa.array(RETRACT_KINDS, pa.int8()))).as_py() or 0)
     return with_key_value_meta(staged, metadata, task.layout, task.spec, first, last, float_keys, deletes=deletes,
                                level=task.level, file_source=COMPACT_FILE_SOURCE)
 
@@ -444,7 +529,16 @@ def task_for(files: Sequence[StagedFile], table_path_of, output_dir: str, layout
     unit = unit or lsm.full(files)
     ordered = age_order(unit.files)
     first = ordered[0]
-    return KeyedCompactTask(tuple(f.staged_path or table_path_of(f) for f in ordered),
+    path_of = (lambda f: f.staged_path or table_path_of(f))
+    changelog, lookup = "none", []
+    if lsm.producer == "lookup" and any(f.meta.level == 0 for f in ordered):
+        changelog = "lookup"
+        picked = {f.meta.file_name for f in ordered}
+        lookup = age_order([f for f in files if f.meta.file_name not in picked])
+    elif lsm.producer == "full-compaction" and unit.output_level == lsm.max_level:
+        changelog = "full-compaction"
+    return KeyedCompactTask(tuple(path_of(f) for f in ordered),
                             sum(f.file_size for f in ordered), sum(f.row_count for f in ordered),
                             tuple(first.partition), first.bucket, output_dir, layout, spec, lsm, fs_options,
-                            unit.output_level, unit.drop_deletes)
+                            unit.output_level, unit.drop_deletes, tuple(f.meta.level for f in ordered),
+                            changelog, tuple(path_of(f) for f in lookup), tuple(f.meta.level for f in lookup))

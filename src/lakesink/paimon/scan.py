@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -261,14 +261,27 @@ class PlannedScan:
 
 
 def plan_snapshot(table: FileStoreTable, snapshot: Snapshot | None,
-                  predicate: Predicate | None = None) -> PlannedScan:
-    """The splits of `snapshot`, pruned by `predicate` (partition values and file stats)."""
+                  predicate: Predicate | None = None, levels: Callable[[int], bool] | None = None) -> PlannedScan:
+    """The splits of `snapshot`, pruned by `predicate` (partition values and file stats); of
+    primary-key tables only the files whose level passes `levels`, given it."""
     if snapshot is None:
         return PlannedScan(table, None, [])
     manifests = ManifestListManager(table)
-    scanner = FileScanner(table, lambda: (manifests.read_all(snapshot), snapshot), predicate,
-                          skip_level0=table.options.batch_scan_skip_level0())
+    scanner = (_LevelScanner if levels else FileScanner)(
+        table, lambda: (manifests.read_all(snapshot), snapshot), predicate,
+        skip_level0=table.options.batch_scan_skip_level0())
+    if levels:
+        scanner.levels = levels
     return PlannedScan(table, snapshot, list(scanner.scan().splits()))
+
+
+class _LevelScanner(FileScanner):
+    """pypaimon's scanner keeping only files of some levels (Java's `withLevelFilter`)."""
+
+    levels: Callable[[int], bool] | None = None
+
+    def _filter_manifest_entry(self, entry) -> bool:
+        return self.levels(entry.file.level) and super()._filter_manifest_entry(entry)
 
 
 def streaming_reads(table: FileStoreTable, snapshot: Snapshot, read_overwrite: bool) -> bool:

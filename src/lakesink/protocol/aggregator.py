@@ -71,6 +71,10 @@ class Aggregator(ABC, Generic[C]):
         """Whether a result is offered again at the next checkpoint (e.g. it is still small)."""
         return True
 
+    def commit_properties(self) -> dict[str, str]:
+        """Properties of the commit of the round just aggregated (e.g. marking a full compaction)."""
+        return {}
+
     def flush(self) -> None:
         """Called before a final aggregation (end of a batch job): also combine partial bins."""
 

@@ -300,7 +300,8 @@ class Coordinator(Generic[C]):
         identifier = (self.target.last_committed(self.compact_user) or 0) + 1
         self.pending = {"identifier": identifier,
                         "replaced": [self.target.encode(c) for c in plan.replaced],
-                        "new": [self.target.encode(c) for c in plan.new]}
+                        "new": [self.target.encode(c) for c in plan.new],
+                        "properties": self.aggregator.commit_properties()}
         self._save(checkpoint)  # the rewrite outputs are known before anything is published
         crashpoints.reached("after-aggregate")
         self._deliver(RewriteFinished(identifier, plan.replaced, plan.new))
@@ -321,7 +322,7 @@ class Coordinator(Generic[C]):
             try:
                 commit = self.target.commit_compaction(
                     self.compact_user, identifier, replaced, new,
-                    {"lakesink.compaction-of": self.commit_user,
+                    {**pending.get("properties", {}), "lakesink.compaction-of": self.commit_user,
                      "lakesink.checkpoint": str(checkpoint if checkpoint is not None else -1)})
                 report.snapshot_id = commit.snapshot_id
             except (CommitConflictError, CommitFailedError, FileNotFoundError) as exc:

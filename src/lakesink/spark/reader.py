@@ -475,7 +475,8 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             snapshot = table.snapshot_manager().get_snapshot_by_id(begin)
             if snapshot is None:
                 raise scan.expired(table, begin)
-            parts += [ChangesPartition([blob], []) for blob in _serialize(scan.plan_snapshot(table, snapshot).splits)]
+            planned = scan.plan_snapshot(table, snapshot, levels=changes.full_state_levels(table))
+            parts += [ChangesPartition([blob], []) for blob in _serialize(planned.splits)]
         if stop > begin:
             # One task per change file: a file is the unit of a write's output, in snapshot order.
             parts += [ChangesPartition([], [f]) for f in changes.plan_changes(table, begin, stop, self.read_overwrite)]

@@ -12,7 +12,8 @@
 //       creates the table the spec describes and writes its batches with Paimon's own writer,
 //       one commit per batch, rows in order: {"columns": [[name, type], ...], "primary_key": [...],
 //       "partition": [...], "options": {...}, "batches": [[[row kind, [values...]], ...], ...]}
-//       (types: INT, BIGINT, DOUBLE, BOOLEAN, STRING, DECIMAL(p,s); row kinds +I, -U, +U, -D)
+//       (types: INT, BIGINT, DOUBLE, BOOLEAN, STRING, DECIMAL(p,s); row kinds +I, -U, +U, -D);
+//       "full_compact_each": true adds a full compaction of every bucket after each batch
 //
 // JSON encoding (the Python side normalises its reads the same way):
 //   integers/booleans/strings as JSON; FLOAT/DOUBLE as numbers, NaN/±Infinity as strings;
@@ -521,6 +522,19 @@ public class PaimonOracle {
                 rows.add(row);
             }
             commit(t, rows);
+            if (Boolean.TRUE.equals(spec.get("full_compact_each"))) fullCompactAll(t);
+        }
+    }
+
+    /** A full compaction of every bucket of every partition, one commit (full-compaction changelog). */
+    static void fullCompactAll(FileStoreTable t) throws Exception {
+        BatchWriteBuilder wb = t.newBatchWriteBuilder();
+        try (BatchTableWrite w = (BatchTableWrite) wb.newWrite().withIOManager(IOManager.create(TMP));
+             BatchTableCommit c = wb.newCommit()) {
+            for (org.apache.paimon.manifest.PartitionEntry p : t.newSnapshotReader().partitionEntries()) {
+                for (int b = 0; b < t.coreOptions().bucket(); b++) w.compact(p.partition(), b, true);
+            }
+            c.commit(w.prepareCommit());
         }
     }
 
