@@ -37,13 +37,21 @@ def referenced_data_files(path: str) -> set[str]:
     if table.table_schema.options.get("merge-engine") == "first-row":
         # Scans of first-row tables skip level-0 files (readers never see them): list them too.
         table = table.copy({"merge-engine": "deduplicate"})
+    from pypaimon.manifest.manifest_file_manager import ManifestFileManager
+    from pypaimon.manifest.manifest_list_manager import ManifestListManager
+
     out = set()
+    lists, entries = ManifestListManager(table), ManifestFileManager(table)
     for snap in table.snapshot_manager().list_snapshots():
         scan = table.copy({"scan.snapshot-id": str(snap.id)}).new_read_builder().new_scan()
         for split in scan.plan().splits():
             for f in split.files:
                 out.add(os.path.normpath(canonical_data_file_path(table, tuple(split.partition.values),
                                                                   split.bucket, f.file_name)))
+        changelog = lists.read_changelog(snap)  # changelog producers: the snapshot's changelog files
+        for e in entries.read_entries_parallel(changelog) if changelog else []:
+            out.add(os.path.normpath(canonical_data_file_path(table, tuple(e.partition.values), e.bucket,
+                                                              e.file.file_name)))
     return out
 
 
