@@ -340,3 +340,99 @@ def test_equal_versions_are_ordered_by_file_age(tmp_path):
         merge(data, spec, replace(lsm, merge_engine="first-row"))
     ignoring = merge(data, spec, replace(lsm, ignore_delete=True))
     assert ignoring.column("v").to_pylist() == ["new", "x", "y"]
+
+
+def _changes_of_latest(path) -> list[tuple]:
+    """(rowkind, id, v) of the changelog files of the latest snapshot, as stored."""
+    from lakesink.paimon import changes
+
+    table = open_table(path)
+    latest = table.snapshot_manager().get_latest_snapshot().id
+    schema = pa.schema([("rowkind", pa.string()), ("id", pa.int64()), ("v", pa.string()), ("op", pa.string())])
+    out = []
+    for f in changes.plan_changes(table, latest - 1, latest, False):
+        out += [(r["rowkind"], r["id"], r["v"]) for r in changes.read_change_file(table, f, schema).to_pylist()]
+    return sorted(out)
+
+
+def _expected_changes(before: dict, after: dict, touched, dedupe=False) -> list[tuple]:
+    out = []
+    for k in sorted(set(before) | set(after)):
+        b, a = before.get(k), after.get(k)
+        if b is None and a is not None:
+            out.append(("+I", k, a))
+        elif b is not None and a is None:
+            out.append(("-D", k, b))
+        elif b is not None and k in touched and not (dedupe and a == b):
+            out += [("-U", k, b), ("+U", k, a)]
+    return sorted((kind, k, v[0]) for kind, k, v in out)
+
+
+@pytest.mark.parametrize("producer, dedupe", [("lookup", False), ("lookup", True), ("full-compaction", False)])
+def test_a_compaction_writes_each_keys_change_against_its_previous_value(tmp_path, producer, dedupe):
+    """Commits by pypaimon (level 0), each followed by lakesink's round (lookup: the automatic
+    pick, which moves every level-0 run up, often to an intermediate level above older runs it
+    must look the old values up in; full-compaction: a full one): the COMPACT snapshot's
+    changelog holds exactly each key's change since the last round."""
+    path = new_table(tmp_path, {"bucket": "2", "rowkind.field": "op", "changelog-producer": producer,
+                                "write-only": "true", "changelog-producer.row-deduplicate": str(dedupe).lower()})
+    rng, state, levels = random.Random(3), {}, set()
+    for w in range(7):
+        batch = {}
+        # A big first write, then small ones: the size ratio leaves the big run alone, so later
+        # rounds write above it and look the old values up there.
+        for k in range(200) if w == 0 else rng.sample(range(200), 8):
+            if k in state and rng.random() < 0.3:
+                batch[k] = (k, None, "-D")
+            else:  # some rewrites keep the value: row-deduplicate drops those pairs
+                value = state[k][0] if k in state and rng.random() < 0.3 else f"w{w}-{k}"
+                batch[k] = (k, value, "+U" if k in state else "+I")
+        append(path, list(batch.values()))
+        before = dict(state)
+        for k, (_, v, op) in batch.items():
+            if op == "-D":
+                state.pop(k, None)
+            else:
+                state[k] = (v, op)  # the row-kind column is a value column: it takes part in equality
+        report = lakesink.compact(None, path, full=producer == "full-compaction", progress=False)
+        assert report.snapshot_id is not None
+        assert _changes_of_latest(path) == _expected_changes(before, state, batch, dedupe), f"write {w}"
+        assert by_id(path) == {k: v for k, (v, _) in state.items()}
+        levels |= {f.meta.level for f in live_files(open_table(path))}
+    if producer == "lookup":
+        assert 0 not in levels and len(levels) > 1  # runs at intermediate levels: lookups happened
+
+
+def test_a_lookup_compaction_writes_complete_partial_updates_above_older_runs(tmp_path):
+    """partial-update: the value a lookup round writes at an intermediate level is the key's whole
+    merged row (Java's lookup readers take the newest run above level 0 as complete)."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string()), ("w", pa.string())])
+    path = new_table(tmp_path, {"bucket": "1", "merge-engine": "partial-update", "changelog-producer": "lookup",
+                                "write-only": "true"}, schema=schema)
+    append(path, [(i, f"v{i}", f"w{i}") for i in range(50)], schema)
+    lakesink.compact(None, path, full=False, progress=False)
+    append(path, [(1, "new", None)], schema)
+    lakesink.compact(None, path, full=False, progress=False)
+    table = open_table(path)
+    newest = min((f for f in live_files(table)), key=lambda f: f.meta.level)
+    assert newest.meta.level not in (0, LsmOptions.of_table(table).max_level)
+    assert file_rows(table, newest).select(["id", "v", "w"]).to_pylist() == [{"id": 1, "v": "new", "w": "w1"}]
+    assert _changes_of_latest(path) == [("+U", 1, "new"), ("-U", 1, "v1")]
+
+
+def test_full_compaction_delta_commits_are_counted_in_the_tables_history(tmp_path):
+    from lakesink.paimon.compaction import full_compaction_due
+
+    path = new_table(tmp_path, {"bucket": "1", "full-compaction.delta-commits": "3"})
+    assert not full_compaction_due(open_table(path), 3)
+    for i in range(3):
+        append(path, [(i, "x", "+I")])
+        assert full_compaction_due(open_table(path), 3) == (i == 2)
+    lakesink.compact(None, path, progress=False)  # a full compaction: counting starts again
+    assert not full_compaction_due(open_table(path), 3)
+    append(path, [(9, "x", "+I")])
+    lakesink.compact(None, path, full=False, progress=False)  # not a full one
+    append(path, [(10, "x", "+I")])
+    assert not full_compaction_due(open_table(path), 3)
+    append(path, [(11, "x", "+I")])
+    assert full_compaction_due(open_table(path), 3)
