@@ -54,7 +54,7 @@ def read(spark, path: str, *, snapshot: int | None = None, tag: str | None = Non
     blockers = scan.fast_path_blockers(table, planned)
     if blockers:
         log.info("lakesink.read(%s) reads through pypaimon: %s", path, "; ".join(blockers))
-        df = _native(spark, table.table_path, resolved, fs_options)
+        df = _native(spark, table.table_path, resolved, fs_options, pushdown=bool(conjuncts))
     elif not planned.splits:
         df = spark.createDataFrame([], schema)  # (no sparkContext: works on Spark Connect too)
     else:
@@ -87,9 +87,19 @@ def _time_travel(options: dict | None, snapshot, tag, timestamp):
     return out["snapshot"], out["tag"], out["timestamp"]
 
 
-def _native(spark, path: str, snapshot, fs_options: dict):
+_PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
+
+
+def _native(spark, path: str, snapshot, fs_options: dict, pushdown: bool = False):
     activate(spark)  # callers may be in a thread of their own
     reader = spark.read.format(FORMAT).options(**fs_options)
+    if pushdown:
+        # The reader prunes files only by the filters Spark pushes into it (on object stores and
+        # for keyed tables the only pruning there is), and Spark pushes none without this conf.
+        # Set once and left set, as the timestamp type: concurrent reads share the session conf.
+        if spark.conf.get(_PUSHDOWN, "false") != "true":
+            spark.conf.set(_PUSHDOWN, "true")
+        reader = reader.option("filter-pushdown", "true")
     if snapshot is not None:
         reader = reader.option("scan.snapshot-id", str(snapshot.id))
     return reader.load(path)
