@@ -1,0 +1,91 @@
+"""An executor SIGKILLed in the middle of a write job.
+
+The job's two tasks run at once, one on each executor, and write slowly (Spark's
+JVM sleeps per row; the native path's Python writer closes a file per small
+Arrow batch), so each attempt has files out before it ends. Once both attempts
+have written, the test SIGKILLs one executor JVM (its Python workers die with
+it). Spark runs the lost task again elsewhere; the job must commit every row
+exactly once, and what the killed attempt wrote must be gone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+
+import pytest
+
+from tests.helpers import leftover_files as local_leftovers
+from tests.helpers import referenced_data_files
+from tests.staged import snapshot_list
+
+from .scenarios import expected_rows
+from .tables import data_objects, leftover_files, referenced_files, table_rows
+
+pytestmark = pytest.mark.cluster
+
+ROWS = 80
+DELAY_MS = 100  # 40 rows a task: ~4 s per attempt
+
+
+def attempts(files: set[str]) -> set[str]:
+    """Task attempts that have files out: `...-attempt<id>-...` (native path) or Spark's
+    `_temporary/.../attempt_<id>/` directories (fast path)."""
+    out = set()
+    for name in files:
+        match = re.search(r"attempt[-_]?(\d+)-|/(attempt_[^/]+)/", name)
+        if match:
+            out.add(match.group(1) or match.group(2))
+    return out
+
+
+def kill_an_executor_once_both_attempts_wrote(cluster, driver, list_files, timeout: float = 240.0) -> set[str]:
+    """Wait for files of two running attempts, SIGKILL one executor JVM; the files out then."""
+    app = driver.started["app_id"]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        files = list_files()
+        if len(attempts(files)) >= 2:
+            victim = cluster.executors(app)[0]
+            os.kill(victim, signal.SIGKILL)
+            return files
+        time.sleep(0.2)
+    raise AssertionError(f"no two task attempts wrote files within {timeout:.0f} s")
+
+
+def test_an_executor_killed_mid_write_leaves_none_of_its_files_and_no_row_twice(
+        cluster, driver, s3, s3_table, s3_options):
+    options = {**s3_options, "target-file-size": "1b"}  # a file per Arrow batch
+    driver.submit("write", path=s3_table, via="native", start=0, stop=ROWS, partitions=2,
+                  delay_ms=DELAY_MS, batch_rows=5, options=options)
+    out_at_kill = kill_an_executor_once_both_attempts_wrote(cluster, driver, lambda: data_objects(s3, s3_table))
+    driver.result(timeout=300)
+
+    assert table_rows(s3_table, s3_options) == expected_rows(0, ROWS)
+    assert len(snapshot_list(s3_table, s3_options)) == 1
+    referenced = referenced_files(s3_table, s3_options)
+    killed = out_at_kill - referenced
+    assert killed, "the killed attempt had files out (else this test proves nothing)"
+    assert not killed & data_objects(s3, s3_table), "the killed attempt's files must be gone"
+    assert leftover_files(s3, s3_table, s3_options) == set()
+
+
+@pytest.mark.soak
+def test_an_executor_killed_mid_write_on_the_fast_path_leaves_none_of_its_files_and_no_row_twice(
+        cluster, driver, local_table):
+    def files() -> set[str]:
+        out = set()
+        for root, _, names in os.walk(local_table):
+            out.update(os.path.join(root, n) for n in names if n.endswith(".parquet"))
+        return out
+
+    driver.submit("write", path=local_table, via="fast", start=0, stop=ROWS, partitions=2, delay_ms=DELAY_MS)
+    out_at_kill = kill_an_executor_once_both_attempts_wrote(cluster, driver, files)
+    driver.result(timeout=300)
+
+    assert table_rows(local_table) == expected_rows(0, ROWS)
+    killed = out_at_kill - referenced_data_files(local_table)
+    assert killed and not killed & files()
+    assert local_leftovers(local_table) == set()
