@@ -300,3 +300,14 @@ class Cluster:
             if app_id is None or app_id.encode() == args[args.index(b"--app-id") + 1]:
                 out.append(pid)
         return sorted(out)
+
+    def python_workers(self, executor: int) -> list[int]:
+        """Pids of the Python workers an executor JVM runs (forked by its pyspark daemon)."""
+        children: dict[int, list[int]] = {}
+        for pid in processes_in_sessions(self.sessions):
+            try:
+                ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(pid)
+        return sorted(w for daemon in children.get(executor, []) for w in children.get(daemon, []))

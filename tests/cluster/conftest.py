@@ -1,11 +1,11 @@
 """Fixtures of the cluster tier: one Spark standalone cluster, one S3 server, one driver, shared directories.
 
-All session-scoped and shared by every test of the tier (starting them is most of
-its time). The cluster is a master and two workers from the pip package (1 core,
-1 GB each, `tests/cluster/cluster.py`); the S3 server is `tests/s3server.py`'s
-moto on loopback; the driver (`tests/cluster/driver.py`) runs each test's Spark
-work and the tests check the tables themselves, with pypaimon. Without Java the
-tier is skipped with the reason (pytest -rs).
+Package-scoped: every test of the tier shares them (starting them is most of its
+time), and they stop after its last test. The cluster is a master and two
+workers from the pip package (`tests/cluster/cluster.py`); the S3 server is
+`tests/s3server.py`'s moto on loopback; the driver (`tests/cluster/driver.py`)
+runs each test's Spark work, and the tests check the tables themselves with
+pypaimon. Without Java the tier is skipped with the reason (pytest -rs).
 
     .venv/bin/python -m pytest tests/cluster
 """
@@ -25,13 +25,13 @@ BUCKET = "lakesink-cluster"
 CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def shared_dir(tmp_path_factory):
     """A directory every process of the cluster reaches (one host here: any local directory)."""
     return tmp_path_factory.mktemp("cluster-shared")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster(tmp_path_factory):
     """The cluster, with the tier's driver already starting on it (see `driver`)."""
     reason = java_reason()
@@ -50,20 +50,20 @@ def cluster(tmp_path_factory):
     assert not started.alive(), f"cluster processes outlived stop(): {started.alive()}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def s3():
     with S3Server() as server:
         server.create_bucket(BUCKET)
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def driver(cluster):
     """The tier's Spark driver on the cluster (`tests/cluster/driver.py`): `driver.run(scenario, ...)`."""
     return cluster.remote.wait_ready()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def s3_options(s3):
     """Storage options of the S3 server: the only way credentials reach lakesink in this tier."""
     assert not [k for k in CREDENTIAL_VARIABLES if k in os.environ], \

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 from tests.crash.driver import READY
 
@@ -51,12 +52,13 @@ def run(args) -> int:
     if os.environ.get("LAKESINK_CRASH_AT"):
         # Spark starts the native path's commit processes in process groups of their own: tell them ours.
         os.environ.setdefault("LAKESINK_CRASH_PGID", str(os.getpgid(0)))
+    started = time.monotonic()
     import lakesink
     from tests.crash.driver import build_stream
 
     spark = lakesink.session("lakesink-cluster-stream", master=args.master)
     spark.sparkContext.setLogLevel("ERROR")
-    print(READY, flush=True)
+    print(READY, f"({time.monotonic() - started:.1f} s)", flush=True)
     source = argparse.Namespace(source=args.source, source_table=None, consumer_id=None, cdc=False,
                                 extra_column=None, fail_first_attempt=0.0, fail_always_partition=None)
     fast = lakesink.stream(build_stream(spark, source), args.fast_table, checkpoint=args.fast_checkpoint,
@@ -77,7 +79,7 @@ def run(args) -> int:
     if args.commit == "pipelined":
         lakesink.await_commits(args.native_checkpoint, options=storage)
     spark.stop()
-    print("lakesink-driver: caught up", flush=True)
+    print(f"lakesink-driver: caught up ({time.monotonic() - started:.1f} s)", flush=True)
     return 0
 
 

@@ -89,3 +89,31 @@ def test_an_executor_killed_mid_write_on_the_fast_path_leaves_none_of_its_files_
     killed = out_at_kill - referenced_data_files(local_table)
     assert killed and not killed & files()
     assert local_leftovers(local_table) == set()
+
+
+@pytest.mark.soak
+def test_the_python_workers_of_an_executor_killed_mid_write_leave_none_of_their_files_and_no_row_twice(
+        cluster, driver, s3, s3_table, s3_options):
+    """As above, but the executor JVM lives: only its Python workers (the native writer among
+    them) are SIGKILLed; Spark retries the task."""
+    options = {**s3_options, "target-file-size": "1b"}
+    driver.submit("write", path=s3_table, via="native", start=0, stop=ROWS, partitions=2,
+                  delay_ms=DELAY_MS, batch_rows=5, options=options)
+    app = driver.started["app_id"]
+    deadline = time.monotonic() + 240
+    while len(attempts(data_objects(s3, s3_table))) < 2:
+        assert time.monotonic() < deadline, "no two task attempts wrote files"
+        time.sleep(0.2)
+    out_at_kill = data_objects(s3, s3_table)
+    executor = cluster.executors(app)[0]
+    workers = cluster.python_workers(executor)
+    assert workers, "the executor runs the writer in a Python worker"
+    for pid in workers:
+        os.kill(pid, signal.SIGKILL)
+    driver.result(timeout=300)
+
+    assert cluster.executors(app).count(executor) == 1, "the executor JVM itself lives on"
+    assert table_rows(s3_table, s3_options) == expected_rows(0, ROWS)
+    killed = out_at_kill - referenced_files(s3_table, s3_options)
+    assert killed and not killed & data_objects(s3, s3_table)
+    assert leftover_files(s3, s3_table, s3_options) == set()

@@ -123,3 +123,30 @@ def test_a_driver_killed_after_a_snapshot_restarts_and_both_paths_write_every_ro
     assert fast.exactly_once and not fast.problems, fast.problems
     assert native.exactly_once and not native.problems, native.problems
     assert fast.rows_checked == native.rows_checked == 3 * ROWS_PER_FILE
+
+
+SOAK_CHAINS = {
+    "sync": ["files-placed@2", "before-snapshot@3", "after-snapshot@4"],
+    # Pipelined: the native path commits in a committer process on the driver's host, which
+    # outlives the driver; the fast path on a driver thread.
+    "pipelined": ["accepted@2", "after-snapshot@3"],
+}
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("commit", list(SOAK_CHAINS))
+def test_a_driver_killed_at_each_commit_point_on_the_cluster_writes_every_row_exactly_once(
+        cluster, s3, s3_options, shared_dir, commit):
+    points = SOAK_CHAINS[commit]
+    case = ClusterStreamCase(shared_dir / f"stream-chain-{commit}", cluster,
+                             f"s3://lakesink-cluster/wh/db.db/stream_chain_{commit}", s3_options, commit)
+    make_source(case.source, files=len(points) + 3, rows_per_file=ROWS_PER_FILE)
+    for point in points:
+        case.crash(point)
+        assert_nothing_twice(case)
+    case.finish()
+    fast, native = case.check(), case.check_native(s3)
+    print(f"\ncluster stream {commit}: fast {fast.summary()}; native {native.summary()}")
+    assert fast.kills == len(points)
+    assert fast.exactly_once and not fast.problems, fast.problems
+    assert native.exactly_once and not native.problems, native.problems
