@@ -33,6 +33,9 @@ DROPPED_ENV = ("AWS_", "LAKESINK_CRASH", "LAKESINK_FAIL", "SPARK_", "PYSPARK_", 
 WORKER_SLOTS = 2
 WORKER_MEMORY = "1g"
 EXECUTOR_MEMORY = "512m"
+# Every JVM of the tier lives for minutes and runs tiny jobs: the optimising compiler and
+# parallel GC threads would cost more CPU than they save on two cores.
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 class ClusterError(RuntimeError):
@@ -182,6 +185,8 @@ class Cluster:
             "spark.executor.cores": "1",
             "spark.cores.max": str(self.workers),
             "spark.driver.memory": "1g",
+            "spark.driver.extraJavaOptions": JVM_OPTIONS,
+            "spark.executor.extraJavaOptions": JVM_OPTIONS,
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.pyspark.python": self.python,
@@ -208,7 +213,7 @@ class Cluster:
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
         env = self.base_env()
-        env["SPARK_CONF_DIR"] = str(self.daemon_conf)
+        env.update(SPARK_CONF_DIR=str(self.daemon_conf), SPARK_DAEMON_JAVA_OPTS=JVM_OPTIONS)
         log = open(self.logs / f"{name}.log", "wb")
         process = subprocess.Popen([f"{self.spark_home}/bin/spark-class", *args], cwd=self.root, env=env,
                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
