@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pyarrow as pa
 from pypaimon.schema.data_types import PyarrowFieldParser
 from pypaimon.schema.schema import Schema
@@ -17,6 +19,7 @@ from ..errors import (NotAPaimonTableError, SchemaMismatchError, TableAlreadyExi
 # Where lakesink keeps its own files inside a table directory. Paimon readers
 # only look at schema/, snapshot/, manifest/, tag/ ... and the data directories.
 LAKESINK_DIR = "_lakesink"
+CREATION_WAIT_S = 10.0  # longest a table may show schema/ without a schema file while being created
 
 
 def open_table(path: str, fs_options: dict | None = None) -> FileStoreTable | None:
@@ -34,16 +37,26 @@ def open_table(path: str, fs_options: dict | None = None) -> FileStoreTable | No
             f"{path} exists but is not a Paimon table (no schema/ directory). "
             "Point lakesink at a Paimon table directory or at a path that does not exist yet."
         )
+    schema = _latest_schema(file_io, path)
+    # A writer creating the table right now writes schema-0 under a temporary name in schema/
+    # and renames it (a copy on object stores): give it that moment before calling this no table.
+    deadline = time.monotonic() + CREATION_WAIT_S
+    while schema is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+        schema = _latest_schema(file_io, path)
+    if schema is None:
+        raise NotAPaimonTableError(f"{path}/schema holds no schema file: not a Paimon table.")
+    return FileStoreTable(file_io, _identifier(path), path, schema)
+
+
+def _latest_schema(file_io, path: str):
     try:
-        schema = SchemaManager(file_io, path).latest()
+        return SchemaManager(file_io, path).latest()
     except Exception as exc:
         raise NotAPaimonTableError(
             f"{path}: the table's schema cannot be read ({exc}). The table metadata is corrupt; "
             "restore schema/ from a backup."
         ) from exc
-    if schema is None:
-        raise NotAPaimonTableError(f"{path}/schema holds no schema file: not a Paimon table.")
-    return FileStoreTable(file_io, _identifier(path), path, schema)
 
 
 def _base(status) -> str:
