@@ -18,11 +18,17 @@ def bucket_and_key(path: str) -> tuple[str, str]:
     return bucket, key
 
 
-def objects(s3, path: str) -> list[str]:
-    """Every object under the table's prefix (`s3://bucket/key`), listed by the S3 client itself."""
+def listing(s3, path: str) -> list[dict]:
+    """The S3 client's own listing of the table's prefix (`Key`, `Size`, ...)."""
     bucket, prefix = bucket_and_key(path)
     pages = s3.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix.rstrip("/") + "/")
-    return sorted(f"s3://{bucket}/{o['Key']}" for page in pages for o in page.get("Contents", []))
+    return sorted((o for page in pages for o in page.get("Contents", [])), key=lambda o: o["Key"])
+
+
+def objects(s3, path: str) -> list[str]:
+    """Every object under the table's prefix, as `s3://bucket/key`."""
+    bucket, _ = bucket_and_key(path)
+    return [f"s3://{bucket}/{o['Key']}" for o in listing(s3, path)]
 
 
 def data_objects(s3, path: str) -> set[str]:

@@ -24,7 +24,7 @@ from tests.staged import read_back, snapshot_list
 
 from .cluster import kill_sessions
 from .stream_driver import SESSION_MARK
-from .tables import leftover_files
+from .tables import leftover_files, listing
 
 pytestmark = [pytest.mark.cluster, pytest.mark.crash]
 
@@ -39,9 +39,9 @@ class ClusterStreamCase(Case):
     """A harness case whose driver runs on the cluster with two queries: the fast path into
     `self.table` (shared directory) and the native path into `self.native_table` (S3)."""
 
-    def __init__(self, workdir: Path, cluster, native_table: str, s3_options: dict, commit: str = "sync"):
+    def __init__(self, workdir: Path, cluster, s3, native_table: str, s3_options: dict, commit: str = "sync"):
         super().__init__(workdir, "fast", commit)
-        self.cluster = cluster
+        self.cluster, self.s3 = cluster, s3
         self.native_table, self.s3_options = native_table, s3_options
         self.native_checkpoint = str(self.workdir / "checkpoint-native")
 
@@ -64,6 +64,9 @@ class ClusterStreamCase(Case):
         found = re.search(rf"{SESSION_MARK}(\d+)", result.log.read_text(errors="replace"))
         if found:
             kill_sessions({int(found.group(1))})
+        # What the run left in the bucket, beside its log (the table's objects, with sizes).
+        result.log.with_suffix(".objects").write_text("".join(
+            f"{o['Key']} {o['Size']}\n" for o in listing(self.s3, self.native_table)))
         return result
 
     def native_commit_user(self) -> str | None:
@@ -109,7 +112,7 @@ def test_a_driver_killed_after_a_snapshot_restarts_and_both_paths_write_every_ro
         cluster, s3, s3_options, shared_dir):
     """Killed right after a snapshot was published and before Spark recorded the batch: the
     restarted queries replay that batch, which must not land twice."""
-    case = ClusterStreamCase(shared_dir / "stream-after-snapshot", cluster,
+    case = ClusterStreamCase(shared_dir / "stream-after-snapshot", cluster, s3,
                              "s3://lakesink-cluster/wh/db.db/stream_after_snapshot", s3_options)
     make_source(case.source, files=3, rows_per_file=ROWS_PER_FILE)
     case.crash("after-snapshot@2")
@@ -138,7 +141,7 @@ SOAK_CHAINS = {
 def test_a_driver_killed_at_each_commit_point_on_the_cluster_writes_every_row_exactly_once(
         cluster, s3, s3_options, shared_dir, commit):
     points = SOAK_CHAINS[commit]
-    case = ClusterStreamCase(shared_dir / f"stream-chain-{commit}", cluster,
+    case = ClusterStreamCase(shared_dir / f"stream-chain-{commit}", cluster, s3,
                              f"s3://lakesink-cluster/wh/db.db/stream_chain_{commit}", s3_options, commit)
     make_source(case.source, files=len(points) + 3, rows_per_file=ROWS_PER_FILE)
     for point in points:
