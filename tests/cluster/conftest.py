@@ -18,7 +18,7 @@ import pytest
 
 from tests.s3server import S3Server
 
-from .cluster import Cluster, java_reason
+from .cluster import Cluster, ClusterError, java_reason
 from .remote import RemoteDriver
 
 BUCKET = "lakesink-cluster"
@@ -31,18 +31,32 @@ def shared_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("cluster-shared")
 
 
+def _start(tmp_path_factory) -> Cluster:
+    started = Cluster(tmp_path_factory.mktemp("cluster")).launch()
+    # The driver's JVM starts while the cluster does; its session registers once the master is up.
+    started.remote = RemoteDriver(started, tmp_path_factory.mktemp("driver"))
+    try:
+        started.remote.launch()
+        return started.wait_ready()
+    except BaseException:
+        started.remote.stop()
+        started.stop()
+        raise
+
+
 @pytest.fixture(scope="package")
 def cluster(tmp_path_factory):
     """The cluster, with the tier's driver already starting on it (see `driver`)."""
     reason = java_reason()
     if reason:
         pytest.skip(reason)
-    started = Cluster(tmp_path_factory.mktemp("cluster")).launch()
-    # The driver's JVM starts while the cluster does; its session registers once the master is up.
-    started.remote = RemoteDriver(started, tmp_path_factory.mktemp("driver"))
     try:
-        started.remote.launch()
-        started.wait_ready()
+        started = _start(tmp_path_factory)
+    except ClusterError as exc:
+        if "not spark://" not in str(exc):
+            raise
+        started = _start(tmp_path_factory)  # the master's free port was taken meanwhile: once more
+    try:
         yield started
     finally:
         started.remote.stop()

@@ -18,10 +18,13 @@ def expected_rows(start: int, stop: int) -> list[tuple]:
 def rows(spark, start: int, stop: int, partitions: int = 2, delay_ms: int = 0):
     """ids start..stop-1 with a name and a group; `delay_ms` makes Spark's JVM take that long per row."""
     df = spark.range(start, stop, 1, partitions)
-    if delay_ms:
-        # Slow in the JVM, not in Python: the writer's own tasks are what a kill hits.
-        df = df.selectExpr("id", f"reflect('java.lang.Thread', 'sleep', cast({int(delay_ms)} as bigint)) as pause")
-    return df.selectExpr("id", "concat('row-', id) as name", "cast(id % 3 as int) as grp")
+    if not delay_ms:
+        return df.selectExpr("id", "concat('row-', id) as name", "cast(id % 3 as int) as grp")
+    # Slow in the JVM, not in Python: the writer's own tasks are what a kill hits. The name
+    # uses the pause's (empty) result, so the optimiser cannot drop the sleeping column.
+    df = df.selectExpr("id", f"reflect('java.lang.Thread', 'sleep', cast({int(delay_ms)} as bigint)) as pause")
+    return df.selectExpr("id", "concat('row-', id, coalesce(substring(pause, 1, 0), '')) as name",
+                         "cast(id % 3 as int) as grp")
 
 
 def _native_writer(df, mode: str, partition_by, options):

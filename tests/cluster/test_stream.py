@@ -151,5 +151,6 @@ def test_a_driver_killed_at_each_commit_point_on_the_cluster_writes_every_row_ex
     fast, native = case.check(), case.check_native(s3)
     print(f"\ncluster stream {commit}: fast {fast.summary()}; native {native.summary()}")
     assert fast.kills == len(points)
+    assert fast.restarts == len(points), "a restart failed before the last one caught up: see the logs"
     assert fast.exactly_once and not fast.problems, fast.problems
     assert native.exactly_once and not native.problems, native.problems
