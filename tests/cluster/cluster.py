@@ -88,18 +88,23 @@ def kill_sessions(sessions: set[int]) -> None:
 
 _REAPER = r"""
 import os, signal, sys, time
-sessions = set()
-for line in sys.stdin:          # session ids, one a line; EOF: the test process is gone or done
-    sessions.add(int(line))
+sessions, commands = set(), []
+for line in sys.stdin:          # EOF: the test process is gone, or done with the cluster
+    kind, _, value = line.rstrip("\n").partition(" ")
+    if kind == "session":
+        sessions.add(int(value))
+    else:                       # a command line, its arguments joined by NUL as in /proc
+        commands.append(value.encode().replace(b"\\0", b"\0") + b"\0")
 for _ in range(3):
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             stat = open(f"/proc/{entry}/stat").read()
+            cmdline = open(f"/proc/{entry}/cmdline", "rb").read()
         except OSError:
             continue
-        if int(stat.rsplit(")", 1)[1].split()[3]) in sessions:
+        if int(stat.rsplit(")", 1)[1].split()[3]) in sessions or any(c in cmdline for c in commands):
             try:
                 os.kill(int(entry), signal.SIGKILL)
             except OSError:
@@ -109,17 +114,26 @@ for _ in range(3):
 
 
 class Reaper:
-    """A process that kills the registered sessions when the test process closes its pipe
-    (at the end, or because it died): nothing of the cluster outlives the tests."""
+    """A process that kills the registered sessions (and processes with the registered command
+    lines) when the test process closes its pipe, at the end or because it died: nothing of
+    the tier outlives the tests."""
 
     def __init__(self):
         self.process = subprocess.Popen([sys.executable, "-c", _REAPER], stdin=subprocess.PIPE,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                         start_new_session=True, text=True)
 
-    def watch(self, session: int) -> None:
-        self.process.stdin.write(f"{session}\n")
+    def _send(self, line: str) -> None:
+        self.process.stdin.write(line + "\n")
         self.process.stdin.flush()
+
+    def watch(self, session: int) -> None:
+        self._send(f"session {session}")
+
+    def watch_command(self, args: list[str]) -> None:
+        """Also kill processes whose command line holds these arguments in a row (registered
+        before they start, so a test process dying while they start leaves none behind)."""
+        self._send("command " + "\\0".join(args))
 
     def close(self) -> None:
         self.process.stdin.close()

@@ -65,8 +65,11 @@ def cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="package")
-def s3():
-    with S3Server() as server:
+def s3(cluster):
+    server = S3Server()
+    # Killed with the cluster if the tests die first, even while it starts.
+    cluster.reaper.watch_command(["moto.server", "-H", "127.0.0.1", "-p", str(server.port)])
+    with server:
         server.create_bucket(BUCKET)
         yield server
 
