@@ -235,9 +235,16 @@ _declare(
            "writes (Paimon's default is zstd; lakesink keeps Spark's snappy)."),
     Option("parquet.compression", "table", "string", None, "Paimon's Parquet-specific compression key "
            "(stored; `file.compression` decides what lakesink writes).", default_text="none"),
-    Option("bucket", "table", "int", -1, "Buckets; lakesink writes unaware-bucket append tables (`-1`)."),
+    Option("bucket", "table", "int", -1, "Buckets: `-1` unaware-bucket append tables; `N` >= 1 fixed buckets "
+           "(primary-key tables need them, a fixed-bucket append table also `bucket-key`; see "
+           "[keyed.md](keyed.md))."),
     Option("target-file-size", "table", "size", 128 * 1024 * 1024, "Size the aggregator, compaction and "
            "the Spark-native writer aim files at.", default_text="128 mb"),
+    Option("write-buffer-size", "table", "size", 64 * 1024 * 1024, "Keyed tables written by "
+           "`format(\"paimon\")`: the rows (Arrow bytes) a Spark task buffers, sorts and merges per key "
+           "before it writes them as one sorted run per bucket, as Paimon's write buffer; peak memory of a "
+           "task is a few times this (Paimon's Java writer: 256 mb). See [keyed.md](keyed.md).",
+           default_text="64 mb"),
     Option("compaction.min.file-num", "table", "int", 5, "Append tables: a partition's small files that "
            "fill no `target-file-size` yet are merged into one once there are this many (Paimon's rule "
            "and default; see [compaction.md](compaction.md)).", minimum=2),

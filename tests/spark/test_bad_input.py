@@ -173,28 +173,3 @@ def test_the_spark_native_path_refuses_save_modes_other_than_append_and_overwrit
 def test_commit_user_without_identifier_is_refused_for_batch_writes(spark, table):
     df = spark.createDataFrame([(2, "y", "b")], "id long, s string, p string")
     fails_cleanly(df, table, "fast", "commit.user='u' needs commit.identifier", **{"commit.user": "u"})
-
-
-@pytest.mark.parametrize("path_kind", ["native"])  # the fast path writes keyed tables (test_keyed_write)
-def test_a_primary_key_table_is_refused_naming_pypaimons_writer(spark, warehouse, path_kind):
-    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("s", pa.string())])
-    path = _pypaimon_table(warehouse, f"pk_{path_kind}", schema, [{"id": 1, "s": "a"}],
-                           primary_keys=["id"], options={"bucket": "2"})
-    df = spark.range(2, 3).selectExpr("id", "'b' as s")
-    fails_cleanly(df, path, path_kind, "is a primary-key table", "pypaimon's table writer")
-
-
-@pytest.mark.parametrize("path_kind", ["native"])
-def test_a_fixed_bucket_append_table_is_refused_naming_pypaimons_writer(spark, warehouse, path_kind):
-    schema = pa.schema([pa.field("id", pa.int64()), pa.field("s", pa.string())])
-    path = _pypaimon_table(warehouse, f"bucketed_{path_kind}", schema, [{"id": 1, "s": "a"}],
-                           options={"bucket": "4", "bucket-key": "id"})
-    df = spark.range(2, 3).selectExpr("id", "'b' as s")
-    fails_cleanly(df, path, path_kind, "fixed-bucket append table (bucket=4)", "pypaimon's table writer")
-
-
-def test_creating_a_primary_key_or_fixed_bucket_table_is_refused(spark, warehouse):
-    path = str(warehouse / "db.db" / "new")
-    fails_cleanly(spark.range(2), path, "native", "primary-key", "lakesink.write", **{"primary-key": "id"})
-    fails_cleanly(spark.range(2), path, "native", "bucket='4'", "bucket=-1", bucket="4")
-    assert not os.path.exists(os.path.join(path, "schema"))

@@ -279,18 +279,6 @@ def test_a_cdc_stream_into_a_primary_key_table_ends_in_the_sources_final_state_k
     assert [s.commit_identifier for s in snapshots(table)] == [0, 1, 2, 3]
 
 
-def test_the_native_sink_refuses_a_primary_key_table(spark, paths):
-    import pyarrow as pa
-    source, table, checkpoint = paths
-    _cdc_files(source, [[(1, "a", "+I")]])
-    lakesink.write(spark.createDataFrame([(1, "a", "+I")], "id long, name string, op string"), table,
-                   primary_key=["id"], options={"bucket": "2"})
-    schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("op", pa.string())])
-    query = start(spark, "native", source, table, checkpoint, df=source_stream(spark, source, schema))
-    assert "lakesink.stream" in failure_of(query)
-    assert len(snapshots(table)) == 1
-
-
 def test_a_pipelined_cdc_stream_into_a_primary_key_table_ends_in_the_sources_final_state_key_for_key(
         spark, paths, monkeypatch):
     """Pipelined commits of a keyed table: each batch is planned while the one before is still

@@ -86,6 +86,21 @@ class KeyedSpec:
     def has_primary_key(self) -> bool:
         return bool(self.primary_keys)
 
+    def retraction_refusal(self) -> str:
+        """Why a -U/-D row fails a write into this (not `retractable`) table: Paimon fails such a
+        merge (partial-update: always; aggregation: functions without retraction), lakesink fails
+        the write instead, before anything is visible. Both write paths raise this text."""
+        if self.merge_engine == "partial-update":
+            why = ("merge-engine=partial-update cannot merge them (Paimon refuses them too); drop the "
+                   "-U/-D rows from the input")
+        else:
+            cannot = sorted({f"{c}: {f}" for c, f in self.aggregates if f not in RETRACTABLE_FUNCTIONS})
+            why = (f"the aggregate functions {', '.join(cannot)} cannot retract (only "
+                   f"{', '.join(RETRACTABLE_FUNCTIONS)} can, as in Paimon); set ignore-delete=true to drop "
+                   "retractions, or drop the -U/-D rows from the input")
+        return (f"rowkind.field {self.rowkind_field!r} holds a retraction (-U or -D) and {why}. "
+                "Nothing was written.")
+
     @classmethod
     def resolve(cls, primary_keys, partition_keys, options: dict, column_names) -> KeyedSpec:
         """From a table's (or a table-to-be's) keys and options; every refusal names its option."""
@@ -188,6 +203,19 @@ class KeyedSpec:
     def of_table(cls, table) -> KeyedSpec:
         return cls.resolve(table.primary_keys, table.partition_keys, dict(table.table_schema.options),
                            [f.name for f in table.table_schema.fields])
+
+
+def null_key_refusal(column: str) -> str:
+    """A write's input holds a null primary-key value (both write paths raise this text)."""
+    return (f"primary-key column {column!r} is null in some row; primary-key columns must not be null. "
+            "Nothing was written.")
+
+
+def row_kind_refusal(field: str, value) -> str:
+    """The `rowkind.field` column holds `value`, which is no row kind (spark.keyed builds the same
+    text in the JVM)."""
+    shown = "null" if value is None else f"'{value}'"
+    return f"rowkind.field {field!r} holds {shown}; row kinds are {', '.join(ROW_KINDS)}. Nothing was written."
 
 
 def _check_merge_options(engine: str, options: dict, ignore_delete: bool) -> None:

@@ -48,6 +48,14 @@ def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions):
         check_options_match(table, options)
         layout = plan_layout(table, _keys_not_null(schema, table.primary_keys), options)
         spec = KeyedSpec.of_table(table)
+        rowkind = options.table_options.get("rowkind.field")
+        if rowkind and spec.rowkind_field is None:
+            # Only writers read rowkind.field (how their input marks each row's kind), so a write
+            # may name it for a table that stores none, as Paimon's dynamic options do: used for
+            # this write, not stored. (It was silently ignored before: -D rows became upserts.)
+            spec = KeyedSpec.resolve(table.primary_keys, table.partition_keys,
+                                     {**table.table_schema.options, "rowkind.field": rowkind},
+                                     [f.name for f in table.table_schema.fields])
         target = PaimonTarget(path, fs_options=fs_options)
         latest = table.snapshot_manager().get_latest_snapshot()
         # Sequence numbers continue above what this snapshot holds: a commit landing in
@@ -81,6 +89,25 @@ def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions):
     if table is None and options.catalog_entry is not None:
         options.catalog_entry.create(target)  # a write by name: the table enters its catalog now
     return target, layout, spec, next_sequence
+
+
+def plan_batch(target, identifier: int | None = None, pending=()) -> dict:
+    """Sequence numbers for the next write into `target`, planned on its latest snapshot (and
+    the commit checks from that snapshot that no one else wrote those buckets meanwhile).
+
+    `identifier`: the checkpoint (micro-batch) planned, which keeps its own base snapshot
+    while earlier ones commit. `pending`: committables of earlier batches accepted but perhaps
+    not committed yet (pipelined); the plan continues above them too. Read them before this
+    call: a batch that commits in between is then in the snapshot read here."""
+    table = target.table(refresh=True)
+    latest = table.snapshot_manager().get_latest_snapshot() if table is not None else None
+    # The base snapshot before the sequence numbers: whatever lands after it is checked.
+    check_from = latest.id if latest else 0
+    if identifier is None:
+        target.bucket_check_from = check_from
+    else:
+        target.plan_check_from(identifier, check_from)
+    return continue_above(next_sequence_numbers(table) if latest else {}, pending)
 
 
 def continue_above(next_sequence: dict[tuple, int], files) -> dict[tuple, int]:

@@ -142,11 +142,13 @@ def _dynamic_overwrite(options: WriteOptions, session_mode: str | None, target: 
 
 def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
                    path_name: str) -> tuple[PaimonTarget, TableLayout]:
-    """Open (or plan to create) the table and check the data fits it. Writes nothing."""
+    """Open (or plan to create) an unaware-bucket append table and check the data fits it.
+    Writes nothing. Primary-key and fixed-bucket tables are planned by
+    `keyed_target.prepare_keyed_target` (every write path asks `keyed_target.wants_keyed` first)."""
     if options.primary_keys:
         raise ConfigurationError(
-            f"primary-key: {path_name} cannot write primary-key tables; use lakesink.write(df, path, "
-            "primary_key=[...], options={'bucket': 'N'}) (the fast path) or pypaimon's table writer."
+            f"primary-key: {path_name} planned a write with primary-key {options.primary_keys} as an append "
+            "write; keyed writes are planned by paimon.keyed_target.prepare_keyed_target. Nothing was written."
         )
     fs_options = options.fs_options or None
     table = tables.open_table(path, fs_options)
@@ -166,7 +168,8 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
     bucket = options.table_options.get("bucket", "-1")
     if bucket.strip() != "-1":
         raise ConfigurationError(
-            f"bucket={bucket!r}: {path_name} creates unaware-bucket append tables only (bucket=-1)."
+            f"bucket={bucket!r}: {path_name} planned a fixed-bucket table as an unaware-bucket append table "
+            "(bucket=-1); keyed writes are planned by paimon.keyed_target.prepare_keyed_target."
         )
     unknown = [k for k in options.partition_keys if k not in schema.names]
     if unknown:

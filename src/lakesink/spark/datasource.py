@@ -5,7 +5,9 @@ process for `commit`/`abort` (Spark 4.x), so the writer carries only plain
 state: the planned job (`BatchWrite` / `StreamSink`) and what tasks need.
 Tasks write Parquet with pyarrow into the job's staging directory and return
 the files' metadata; the driver commits them through the same protocol as the
-fast path.
+fast path. Primary-key and fixed-bucket tables: each task routes, sorts and
+merges its own rows (`spark.keyed_tasks`), on sequence numbers the driver planned
+(`KeyedPlan`: per job; for streams per micro-batch, see `PaimonStreamWriter`).
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ from dataclasses import dataclass, field
 from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceStreamArrowWriter,
                                     WriterCommitMessage)
 
-from ..errors import ConfigurationError, UnsupportedTableError
+from ..errors import ConfigurationError
 from .. import options as registry
 from ..options import WriteOptions
 from ..protocol import crashpoints
 from .arrow import spark_to_arrow
 from .checkpoint import query_id
-from .tasks import StagingWriter, TaskSpec, task_prefix
+from .tasks import StagingWriter, TaskSpec, mark_job_staging, task_prefix
 
 PATH_NAME = "format('paimon')"
 
@@ -29,6 +31,7 @@ PATH_NAME = "format('paimon')"
 @dataclass
 class PaimonCommitMessage(WriterCommitMessage):
     files: list = field(default_factory=list)  # StagedFile
+    plan: object = None  # keyed tables: the KeyedPlan the task's sequence numbers continue from
 
 
 def _target_file_size(options: WriteOptions) -> int:
@@ -47,6 +50,21 @@ def _write_task(spec: TaskSpec, iterator) -> PaimonCommitMessage:
         for batch in iterator:
             writer.write(batch)
         return PaimonCommitMessage(writer.finish())
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def _write_keyed_task(spec, iterator) -> PaimonCommitMessage:
+    from pyspark import TaskContext
+
+    from .keyed_tasks import KeyedTaskWriter
+    context = TaskContext.get()
+    writer = KeyedTaskWriter(spec, context.partitionId() if context is not None else 0, task_prefix())
+    try:
+        for batch in iterator:
+            writer.write(batch)
+        return PaimonCommitMessage(writer.finish(), spec.plan)
     except BaseException:
         writer.abort()
         raise
@@ -132,20 +150,27 @@ class LakesinkPaimonDataSource(PaimonDataSource):
 
 class PaimonBatchWriter(DataSourceArrowWriter):
     def __init__(self, path: str, options: dict, schema, overwrite: bool, catalog_entry=None):
+        from ..paimon.keyed_target import wants_keyed
         from ..paimon.sink import BatchWrite
         opts = WriteOptions.parse(options)
         opts.catalog_entry = catalog_entry  # a new table by name: created (in its catalog) when planned
-        self.job = BatchWrite.plan(path, spark_to_arrow(schema), opts,
-                                   "overwrite" if overwrite else "append", PATH_NAME)
+        mode = "overwrite" if overwrite else "append"
+        self.keyed_spec = None  # primary-key and fixed-bucket tables: what keyed tasks need
+        if wants_keyed(path, opts):
+            self.job, self.keyed_spec = _plan_keyed_job(path, spark_to_arrow(schema), opts, mode)
+        else:
+            self.job = BatchWrite.plan(path, spark_to_arrow(schema), opts, mode, PATH_NAME)
         self.spec = TaskSpec(self.job.staging_dir, self.job.layout, self.job.compression,
                              _target_file_size(opts), opts.fs_options or None, create_dir=False)
         self.skip = self.job.already_committed()
         if not self.skip:
-            self.job.target.file_io.check_or_mkdirs(self.job.staging_dir)
+            mark_job_staging(self.job.target.file_io, self.job.staging_dir)
 
     def write(self, iterator):
         if self.skip:
             return PaimonCommitMessage([])
+        if self.keyed_spec is not None:
+            return _write_keyed_task(self.keyed_spec, iterator)
         return _write_task(self.spec, iterator)
 
     def commit(self, messages) -> None:
@@ -156,9 +181,28 @@ class PaimonBatchWriter(DataSourceArrowWriter):
         self.job.abort(_files(messages or []))
 
 
+def _plan_keyed_job(path: str, schema, opts: WriteOptions, mode: str):
+    """(BatchWrite, KeyedTaskSpec) of a batch write into a primary-key or fixed-bucket table: as
+    `lakesink.write` plans it (spark.keyed_write), sequence numbers read from the latest snapshot."""
+    from ..paimon.keyed_target import compacts_automatically, prepare_keyed_target
+    from ..paimon.sink import BatchWrite
+    from .keyed_tasks import KeyedPlan, KeyedTaskSpec, buffer_bytes, check_keyed_layout
+
+    target, layout, keyed, next_sequence = prepare_keyed_target(path, schema, opts)
+    check_keyed_layout(layout, keyed)
+    job = BatchWrite.plan(path, schema, opts, mode, PATH_NAME, prepare=lambda *_: (target, layout))
+    # Buckets whose sorted runs pass the trigger are compacted after the commit (unless
+    # write-only), by the same coordinator as on the fast path (on the driver: no Spark there).
+    job.aggregate = job.aggregate or compacts_automatically(target, opts)
+    spec = KeyedTaskSpec(job.staging_dir, layout, keyed, KeyedPlan(next_sequence, target.bucket_check_from),
+                         job.compression, buffer_bytes(target, opts), opts.fs_options or None, create_dir=False)
+    return job, spec
+
+
 class PaimonStreamWriter(DataSourceStreamArrowWriter):
-    """Spark builds this writer once to plan the query's tasks and again, from the
-    pickled data source, in a fresh Python process for each batch's commit/abort.
+    """Spark builds this writer in the driver to plan each micro-batch's tasks (pickled into
+    them), and again, from the pickled data source, in a fresh Python process for each
+    batch's commit/abort.
 
     Sync: `commit()` commits the batch. Pipelined: `commit()` accepts the batch
     durably and hands it to the checkpoint's background committer process
@@ -177,11 +221,12 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
         checkpoint = opts.checkpoint_location or options.get("checkpointlocation")
         self.sink = StreamSink(path, checkpoint, arrow_schema, opts, PATH_NAME,
                                query_id(checkpoint, opts.fs_options))
+        self.keyed_spec = None  # primary-key and fixed-bucket tables: planned per micro-batch
         if self.sink.keyed is not None:
-            raise UnsupportedTableError(
-                f"{self.sink.target.path} is a primary-key or fixed-bucket table; format('paimon') cannot "
-                "route rows to buckets (a Python data source cannot repartition its input). Stream into it "
-                "with lakesink.stream(...), which writes keyed tables.", table=self.sink.target.path)
+            from .keyed_tasks import KeyedTaskSpec, buffer_bytes, check_keyed_layout
+            check_keyed_layout(self.sink.layout, self.sink.keyed)
+            self.keyed_spec = KeyedTaskSpec("", self.sink.layout, self.sink.keyed, None, self.sink.compression,
+                                            buffer_bytes(self.sink.target, opts), opts.fs_options or None)
         self.spec = TaskSpec("", self.sink.layout, self.sink.compression, _target_file_size(opts),
                              opts.fs_options or None)
         if self.pipelined:
@@ -196,16 +241,72 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
         from .committer_service import ensure_running
         ensure_running(self.service_spec)
 
+    # -- keyed tables: one plan per micro-batch -------------------------------------------------
+    # Spark builds this writer in the driver for every micro-batch, after the previous batch's
+    # commit() returned (committed, or accepted when pipelined), and pickles it into the batch's
+    # tasks; commit/abort run on a writer built afresh in another process, never pickled. So the
+    # plan is made when the writer is pickled: the batch's sequence numbers continue above the
+    # table's latest snapshot and above every batch still pending, as the fast path plans them
+    # (paimon.keyed_target.plan_batch), and the tasks carry it back in their commit messages.
+    def __getstate__(self):
+        if self.keyed_spec is not None and self.keyed_spec.plan is None:
+            from dataclasses import replace
+            self.keyed_spec = replace(self.keyed_spec, plan=self._plan_batch())
+        return dict(self.__dict__)
+
+    def _plan_batch(self):
+        from .keyed_tasks import KeyedPlan
+        from ..paimon.keyed_target import plan_batch
+        accounted = self._accounted()
+        pending = self.sink.pending_files()  # before the snapshot: a batch landing meanwhile is in one
+        bases = plan_batch(self.sink.target, None, pending)
+        return KeyedPlan(bases, self.sink.target.bucket_check_from, accounted)
+
+    def _accounted(self) -> int | None:
+        """The highest batch id of this checkpoint committed or pending (None: none)."""
+        from ..protocol import PendingStore
+        if self.sink.commit_user is None:
+            return None
+        pending = PendingStore(self.sink.store).identifiers()  # first: one committing meanwhile is in the other
+        last = self.sink.target.last_committed(self.sink.commit_user)
+        return max([i for i in [last, *pending] if i is not None], default=None)
+
+    def _check_plan(self, messages, batch_id: int) -> None:
+        """The batch's plan is this batch's: nothing of this checkpoint was committed or accepted
+        since it was made (else Spark reused a writer planned before the previous batch landed,
+        and the batches' sequence numbers could overlap). The commit then checks other writers'
+        files in its buckets from the snapshot the plan was made on, as the fast path does."""
+        plans = [m.plan for m in messages or [] if isinstance(m, PaimonCommitMessage) and m.plan is not None]
+        if not plans:
+            return  # no task wrote anything
+        plan = plans[0]
+        now = self._accounted()
+        if plan.accounted != now:
+            from ..errors import CommitFailedError
+            raise CommitFailedError(
+                f"format('paimon'): micro-batch {batch_id} into the keyed table {self.sink.target.path} was "
+                f"planned when batch {plan.accounted} was the last one committed or accepted, and batch {now} "
+                "is now: its sequence numbers may not order it above the batches in between. Spark built "
+                "the writer before the previous batch's commit, which this writer needs; stream into keyed "
+                "tables with lakesink.stream(...) on this Spark version. Nothing of this batch was committed.",
+                table=self.sink.target.path, identifier=batch_id)
+        self.sink.target.plan_check_from(batch_id, plan.check_from)
+
     def write(self, iterator):
         from dataclasses import replace
 
         from pyspark import TaskContext
         batch_id = int(TaskContext.get().getLocalProperty("streaming.sql.batchId"))
+        if self.keyed_spec is not None:
+            return _write_keyed_task(replace(self.keyed_spec, staging_dir=self.sink.staging_dir(batch_id)),
+                                     iterator)
         spec = replace(self.spec, staging_dir=self.sink.staging_dir(batch_id))
         return _write_task(spec, iterator)
 
     def commit(self, messages, batchId: int) -> None:
         crashpoints.reached("tasks-done")
+        if self.keyed_spec is not None:
+            self._check_plan(messages, batchId)
         if self.pipelined:
             self.sink.accept_batch(batchId, _files(messages))
             self._hand_over()

@@ -23,8 +23,7 @@ required ordering by the window's sort: Spark adds no shuffle or sort of its own
 from __future__ import annotations
 
 from ..errors import ConfigurationError
-from ..paimon.keyed import (KEY_PREFIX, RETRACT_KINDS, RETRACTABLE_FUNCTIONS, ROW_KINDS, SEQUENCE, VALUE_KIND,
-                            KeyedSpec)
+from ..paimon.keyed import KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec, null_key_refusal
 from .bucket import with_bucket
 
 HIDDEN_PARTITION = "lakesink_partition_{}"
@@ -52,8 +51,7 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
         if name in spec.primary_keys:
             # In the column that is written, so the optimizer cannot prune the check away.
             column = F.when(column.isNull(), F.raise_error(F.lit(
-                f"{ERROR_PREFIX}primary-key column {name!r} is null in some row; primary-key columns "
-                "must not be null. Nothing was written."))).otherwise(column)
+                f"{ERROR_PREFIX}{null_key_refusal(name)}"))).otherwise(column)
         checked.append(column.alias(name))
     out = out.select(*checked)
     hidden = [HIDDEN_PARTITION.format(i) for i in range(len(spec.partition_keys))]
@@ -125,19 +123,9 @@ def _merge_versions(df, spec: KeyedSpec, names, window):
     whole = window.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     retract = F.col(_KIND).isin(*RETRACT_KINDS) if spec.rowkind_field else F.lit(False)
     if spec.rowkind_field and not spec.retractable:
-        # Paimon fails such a merge (partial-update: always; aggregation: on functions without
-        # retraction); lakesink fails the write instead, before anything is visible.
-        if spec.merge_engine == "partial-update":
-            why = ("merge-engine=partial-update cannot merge them (Paimon refuses them too); drop the "
-                   "-U/-D rows from the input")
-        else:
-            cannot = sorted({f"{c}: {f}" for c, f in spec.aggregates if f not in RETRACTABLE_FUNCTIONS})
-            why = (f"the aggregate functions {', '.join(cannot)} cannot retract (only "
-                   f"{', '.join(RETRACTABLE_FUNCTIONS)} can, as in Paimon); set ignore-delete=true to drop "
-                   "retractions, or drop the -U/-D rows from the input")
+        # Paimon fails such a merge; lakesink fails the write instead, before anything is visible.
         df = df.withColumn(_KIND, F.when(retract, F.raise_error(F.lit(
-            f"{ERROR_PREFIX}rowkind.field {spec.rowkind_field!r} holds a retraction (-U or -D) and {why}. "
-            "Nothing was written."))).otherwise(F.col(_KIND)))
+            f"{ERROR_PREFIX}{spec.retraction_refusal()}"))).otherwise(F.col(_KIND)))
     merged = [F.count(F.lit(1)).over(whole).alias(_VERSIONS)]
     types = {f.name: f.dataType for f in df.schema.fields}
     for name in names:
@@ -191,6 +179,7 @@ def _listagg(column, delimiter: str, whole):
 
 
 def _value_kind(df, spec: KeyedSpec):
+    """The row kind code of `rowkind.field`; other values fail the job (paimon.keyed.row_kind_refusal's text)."""
     from pyspark.sql import functions as F
     if spec.rowkind_field is None:
         return F.lit(0).cast("tinyint")

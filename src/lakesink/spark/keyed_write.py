@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow.parquet as pq
 
 from ..options import WriteOptions
-from ..paimon.keyed import describe_keyed, next_sequence_numbers
-from ..paimon.keyed_target import compacts_automatically, continue_above, prepare_keyed_target
+from ..paimon.keyed import describe_keyed
+from ..paimon.keyed_target import compacts_automatically, prepare_keyed_target
 from ..paimon.sink import BatchWrite
 from ..protocol import CommitReport, crashpoints
 from .arrow import spark_to_arrow
@@ -53,25 +53,6 @@ def write_keyed_files(df, target, layout, spec, next_sequence, staging_dir: str,
      .partitionBy(*partition_columns).parquet(staging_dir))
     crashpoints.reached("tasks-done")
     return _describe(list_parquet_files(staging_dir, target.fs_options), layout, spec, target.file_io)
-
-
-def plan_batch(target, identifier: int | None = None, pending=()) -> dict:
-    """Sequence numbers for the next write into `target`, planned on its latest snapshot (and
-    the commit checks from that snapshot that no one else wrote those buckets meanwhile).
-
-    `identifier`: the checkpoint (micro-batch) planned, which keeps its own base snapshot
-    while earlier ones commit. `pending`: committables of earlier batches accepted but perhaps
-    not committed yet (pipelined); the plan continues above them too. Read them before this
-    call: a batch that commits in between is then in the snapshot read here."""
-    table = target.table(refresh=True)
-    latest = table.snapshot_manager().get_latest_snapshot() if table is not None else None
-    # The base snapshot before the sequence numbers: whatever lands after it is checked.
-    check_from = latest.id if latest else 0
-    if identifier is None:
-        target.bucket_check_from = check_from
-    else:
-        target.plan_check_from(identifier, check_from)
-    return continue_above(next_sequence_numbers(table) if latest else {}, pending)
 
 
 def _describe(paths, layout, spec, file_io):

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from ..errors import ConfigurationError
 from ..options import WriteOptions
+from ..paimon.keyed_target import plan_batch
 from ..paimon.sink import describe_files
 from ..paimon.stream import StreamSink
 from ..protocol import PipelinedCommitter, crashpoints
@@ -22,7 +23,7 @@ from .catalog import resolve_for
 from .checkpoint import query_id
 from .fastpath import write_staged
 from .keyed import translate_error
-from .keyed_write import plan_batch, write_keyed_files
+from .keyed_write import write_keyed_files
 from .output import list_parquet_files
 from .rewrite import distributed
 

@@ -15,6 +15,10 @@ from ..paimon.datafiles import StagedFile, TableLayout, describe_parquet
 from .arrow import conform, split_by_partition
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+# A batch job's driver writes this into the job's staging directory; the job's abort removes the
+# directory, marker included. A task still running after the abort (Spark aborts as soon as the
+# job fails, while its other tasks are being killed) finds it gone and removes what it wrote.
+JOB_MARKER = "_lakesink_job"
 # Spark hands Python ~10k-row Arrow batches; writing each as its own row group
 # halves encoding speed and bloats footers, so rows are buffered into big groups.
 ROW_GROUP_ROWS = 1 << 20
@@ -65,8 +69,8 @@ class StagingWriter:
         self.file_io = storage.file_io(self.spec.staging_dir, self.spec.fs_options)
         if self.spec.create_dir:
             self.file_io.check_or_mkdirs(self.spec.staging_dir)
-        elif not self.file_io.exists(self.spec.staging_dir):
-            raise JobAbortedError(f"staging directory {self.spec.staging_dir} is gone: the job was aborted")
+        else:
+            check_job_alive(self.file_io, self.spec.staging_dir)
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         data = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
@@ -88,8 +92,8 @@ class StagingWriter:
 
     def _new_file(self, partition: tuple) -> _OpenFile:
         path = f"{self.spec.staging_dir}/{self.prefix}-{uuid.uuid4().hex}.parquet"
-        if not self.spec.create_dir and not self.file_io.exists(self.spec.staging_dir):
-            raise JobAbortedError(f"staging directory {self.spec.staging_dir} is gone: the job was aborted")
+        if not self.spec.create_dir:
+            check_job_alive(self.file_io, self.spec.staging_dir)
         stream = self.file_io.new_output_stream(path)
         # Laid out as Paimon's Java writer does, so that every Paimon reader accepts it.
         writer = pq.ParquetWriter(stream, self.schema, compression=self.spec.compression,
@@ -105,6 +109,8 @@ class StagingWriter:
         opened.writer.close()
         opened.stream.close()
         self._done.append((opened.path, opened.partition))
+        if not self.spec.create_dir:
+            check_job_alive(self.file_io, self.spec.staging_dir, written=[p for p, _ in self._done])
 
     def finish(self) -> list[StagedFile]:
         for partition in list(self._open):
@@ -122,6 +128,24 @@ class StagingWriter:
             self.file_io.delete_quietly(opened.path)
         for path, _ in self._done:
             self.file_io.delete_quietly(path)
+
+
+def mark_job_staging(file_io, staging_dir: str) -> None:
+    """The driver of a batch job: make its staging directory, with the job's marker."""
+    file_io.check_or_mkdirs(staging_dir)
+    stream = file_io.new_output_stream(f"{staging_dir}/{JOB_MARKER}")
+    stream.close()
+
+
+def check_job_alive(file_io, staging_dir: str, written=()) -> None:
+    """A batch job's task: raise `JobAbortedError` once the job was aborted (its staging directory
+    and marker removed), after removing the files it `written` (a write after the abort's removal
+    recreates the directory, without the marker)."""
+    if file_io.exists(f"{staging_dir}/{JOB_MARKER}"):
+        return
+    for path in written:
+        file_io.delete_quietly(path)
+    raise JobAbortedError(f"staging directory {staging_dir} is gone: the job was aborted")
 
 
 def task_prefix() -> str:

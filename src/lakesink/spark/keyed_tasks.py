@@ -1,0 +1,291 @@
+"""What a Spark task of the Spark-native path does for a primary-key or fixed-bucket table.
+
+A Python data source cannot repartition its input: every task gets some rows, any keys,
+any buckets. So each task routes, sorts and merges its own rows, as Paimon's writer does
+with its write buffer, and writes level-0 key-value files (docs/keyed.md, "format("paimon")"):
+
+    Arrow batches ─ null keys and row kinds checked (rowkind.field), ignore-delete applied
+                  ─ bucket = Paimon's bucket function of the bucket key (spark.arrow_bucket)
+                  ─ buffered up to `write-buffer-size`, then flushed:
+                      per (partition, bucket): sort by (key, sequence.field, input order) and
+                      merge each key's versions (paimon.lsm.merge: the last version, the first,
+                      or partial-update / aggregation as Paimon's write buffer merges them)
+                  ─ one key-value file per (partition, bucket) and flush: a sorted run at level 0
+                    (+ with changelog-producer=input one changelog file of the flush's input rows)
+
+Sequence numbers: every row of one flush's file has the same number,
+
+    base(partition, bucket) + (Spark partition id << SEQUENCE_SHIFT) + flush number
+
+`base` is the bucket's next free number, planned on one snapshot by the driver. A key occurs
+once per file, so only files need distinct numbers: files of one task grow with their flush,
+files of a higher-numbered input partition lie above, and every file lies above what the
+bucket held. Paimon's readers and compaction merge a key's versions by (`sequence.field`,
+sequence number): the later flush wins, then the higher partition. A write advances a bucket
+by at most (highest writing partition + 1) << SEQUENCE_SHIFT: int64 lasts ~2^39 partition-writes.
+Fixed-bucket append tables keep plain Parquet files, rows in input order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .. import storage
+from ..errors import ConfigurationError
+from ..paimon import parquet_layout
+from ..paimon.datafiles import StagedFile, TableLayout, describe_parquet
+from ..paimon.keyed import (KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec,
+                            null_key_refusal, row_kind_refusal, with_key_value_meta)
+from ..paimon.lsm import _RANK, LsmOptions, kv_schema, merge
+from .arrow import conform, partition_value
+from .arrow_bucket import bucket_ids
+from .tasks import ROW_GROUP_ROWS, check_job_alive
+
+SEQUENCE_SHIFT = 24          # flushes per task and write: up to 2^24
+DEFAULT_BUFFER_BYTES = 64 * 1024 * 1024
+_BUCKET, _ORDER, _KIND = "__lakesink_bucket", "__lakesink_order", "__lakesink_kind"
+
+
+@dataclass(frozen=True)
+class KeyedPlan:
+    """Where a write's sequence numbers start, planned on one snapshot (picklable)."""
+
+    bases: dict                   # {(partition tuple, bucket): first free sequence number}
+    check_from: int | None        # the snapshot they were planned on (the commit checks from there)
+    # Streams: the highest batch id committed or pending when the batch was planned; its commit
+    # finds the same, or the plan is older than the previous batch (PaimonStreamWriter.commit).
+    accounted: int | None = None
+
+    def base(self, partition: tuple, bucket: int) -> int:
+        return self.bases.get((tuple(partition), bucket), 0)
+
+
+@dataclass(frozen=True)
+class KeyedTaskSpec:
+    """Everything a keyed task needs; pickled into every task by Spark."""
+
+    staging_dir: str
+    layout: TableLayout
+    keyed: KeyedSpec
+    plan: KeyedPlan | None        # None until planned (streams: per micro-batch)
+    compression: str = "snappy"
+    buffer_bytes: int = DEFAULT_BUFFER_BYTES
+    fs_options: dict | None = None
+    create_dir: bool = True       # batch jobs: the driver made the staging directory (see TaskSpec)
+
+
+@dataclass
+class KeyedTaskWriter:
+    """One task's rows → level-0 key-value files (or fixed-bucket append files) in staging."""
+
+    spec: KeyedTaskSpec
+    partition_id: int
+    prefix: str
+    _buffer: list = field(default_factory=list)
+    _buffered_bytes: int = 0
+    _order: int = 0               # input rows seen: each row's position in the task's input
+    _flushes: int = 0
+    _paths: list = field(default_factory=list)
+    _files: list = field(default_factory=list)
+
+    def __post_init__(self):
+        self.keyed = self.spec.keyed
+        self.schema = self.spec.layout.arrow_schema()
+        self.file_io = storage.file_io(self.spec.staging_dir, self.spec.fs_options)
+        self.lsm = LsmOptions(trigger=0, num_levels=0, target_size=0, write_only=False,
+                              ignore_delete=self.keyed.ignore_delete, merge_engine=self.keyed.merge_engine,
+                              compression=self.spec.compression)
+        if self.spec.create_dir:
+            self.file_io.check_or_mkdirs(self.spec.staging_dir)
+
+    # -- input ---------------------------------------------------------------------------
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        data = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+        if data.num_rows == 0:
+            return
+        keyed = self.keyed
+        for name in keyed.primary_keys:
+            if data.column(name).null_count:
+                raise ConfigurationError(null_key_refusal(name))
+        data = conform(data, self.schema)
+        order = pa.array(np.arange(self._order, self._order + data.num_rows, dtype=np.int64))
+        self._order += data.num_rows
+        data = data.append_column(_ORDER, order)
+        if keyed.has_primary_key:
+            kinds = self._kinds(data)
+            data = data.append_column(_KIND, kinds)
+            if keyed.rowkind_field:
+                retract = pc.is_in(kinds, pa.array(RETRACT_KINDS, pa.int8()))
+                if keyed.ignore_delete:
+                    data = data.filter(pc.invert(retract))  # as Paimon's writer: never seen
+                elif not keyed.retractable and pc.any(retract).as_py():
+                    raise ConfigurationError(keyed.retraction_refusal())
+            if data.num_rows == 0:
+                return
+        buckets = bucket_ids(data, list(keyed.bucket_keys), self.spec.layout.fields, keyed.num_buckets)
+        data = data.append_column(_BUCKET, pa.array(buckets, pa.int32()))
+        self._buffer.append(data)
+        self._buffered_bytes += data.nbytes
+        if self._buffered_bytes >= self.spec.buffer_bytes:
+            self._flush()
+
+    def _kinds(self, data: pa.Table) -> pa.Array:
+        """`_VALUE_KIND` of each row: +I, or the code of its `rowkind.field` text."""
+        field_name = self.keyed.rowkind_field
+        if field_name is None:
+            return pa.array(np.zeros(data.num_rows, np.int8))
+        texts = data.column(field_name)
+        if not pa.types.is_string(texts.type):
+            texts = texts.cast(pa.string())
+        index = pc.index_in(texts, value_set=pa.array(list(ROW_KINDS)))
+        if index.null_count:
+            bad = pc.filter(texts, pc.is_null(index)).to_pylist()[0]
+            raise ConfigurationError(row_kind_refusal(field_name, bad))
+        codes = np.array(list(ROW_KINDS.values()), np.int8)
+        return pa.array(codes[index.to_numpy(zero_copy_only=False)])
+
+    # -- flush: one sorted run per (partition, bucket) -------------------------------------
+    def _flush(self) -> None:
+        if not self._buffer:
+            return
+        data = pa.concat_tables(self._buffer)
+        self._buffer, self._buffered_bytes = [], 0
+        flush = self._flushes
+        self._flushes += 1
+        if flush >= 1 << SEQUENCE_SHIFT:
+            raise ConfigurationError(f"a task flushed its write buffer more than 2^{SEQUENCE_SHIFT} times in one "
+                                     "write; raise write-buffer-size or repartition the input.")
+        if not self.spec.create_dir:
+            check_job_alive(self.file_io, self.spec.staging_dir)
+        for (partition, bucket), rows in _groups(data, list(self.spec.layout.partition_keys)):
+            if self.keyed.has_primary_key:
+                self._write_run(rows, partition, bucket, flush)
+            else:
+                rows = rows.take(pc.sort_indices(rows, [(_ORDER, "ascending")])).select(self.schema.names)
+                self._write_file(rows, self.schema, partition, bucket, flush, "data")
+
+    def _write_run(self, rows: pa.Table, partition: tuple, bucket: int, flush: int) -> None:
+        keyed = self.keyed
+        schema = kv_schema(self.spec.layout, keyed)
+        # Input order is each version's sequence number while merging; the files get the flush's.
+        columns = {KEY_PREFIX + k: rows.column(k) for k in keyed.trimmed_keys}
+        columns[SEQUENCE] = rows.column(_ORDER)
+        columns[VALUE_KIND] = rows.column(_KIND)
+        columns.update({name: rows.column(name) for name in self.schema.names})
+        kv = pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
+        sequence = self.spec.plan.base(partition, bucket) + (self.partition_id << SEQUENCE_SHIFT) + flush
+        ranked = kv.append_column(_RANK, pa.array(np.zeros(kv.num_rows, np.int32)))
+        merged = merge(ranked, keyed, self.lsm, drop_deletes=False)
+        self._write_file(_with_sequence(merged.select(schema.names), sequence), schema, partition, bucket,
+                         flush, "data")
+        if keyed.changelog_producer == "input":  # every input row as it came, sorted by key then order
+            order = ([(KEY_PREFIX + k, "ascending") for k in keyed.trimmed_keys]
+                     + [(c, "ascending") for c in keyed.sequence_fields] + [(SEQUENCE, "ascending")])
+            changes = kv.take(pc.sort_indices(kv, sort_keys=order, null_placement="at_start"))
+            self._write_file(_with_sequence(changes, sequence), schema, partition, bucket, flush, "changelog")
+
+    def _write_file(self, rows: pa.Table, schema: pa.Schema, partition: tuple, bucket: int, flush: int,
+                    kind: str) -> None:
+        path = f"{self.spec.staging_dir}/{self.prefix}-{uuid.uuid4().hex}.parquet"
+        stream = self.file_io.new_output_stream(path)
+        self._paths.append(path)
+        try:
+            writer = pq.ParquetWriter(stream, schema, compression=self.spec.compression,
+                                      **parquet_layout.writer_options(schema))
+            try:
+                writer.write_table(rows, row_group_size=ROW_GROUP_ROWS)
+            finally:
+                writer.close()
+            size = stream.tell()
+        finally:
+            stream.close()
+        if not self.spec.create_dir:  # a batch job aborted meanwhile: what this task wrote goes
+            check_job_alive(self.file_io, self.spec.staging_dir, written=self._paths)
+        metadata = getattr(getattr(writer, "writer", None), "metadata", None)  # the footer written
+        if metadata is None:
+            with self.file_io.new_input_stream(path) as source:
+                metadata = pq.read_metadata(source)
+        staged = describe_parquet(path, self.spec.layout, self.file_io, partition=partition, metadata=metadata,
+                                  file_size=size)
+        staged.bucket = bucket
+        staged.changelog = kind == "changelog"
+        # Named so that name order is write order (partition id, flush): readers that read a
+        # snapshot's files of one bucket in name order (the changelog) see the later ones last.
+        name = f"{kind}-{self.partition_id:08x}-{flush:06x}-{uuid.uuid4().hex[:20]}-0.parquet"
+        staged.meta = dataclasses.replace(staged.meta, file_name=name)
+        if self.keyed.has_primary_key:
+            staged = _key_value_meta(staged, rows, self.spec.layout, self.keyed, metadata)
+        self._files.append(staged)
+
+    # -- end -----------------------------------------------------------------------------
+    def finish(self) -> list[StagedFile]:
+        self._flush()
+        return list(self._files)
+
+    def abort(self) -> None:
+        for path in self._paths:
+            self.file_io.delete_quietly(path)
+
+
+def _groups(data: pa.Table, partition_keys: list[str]):
+    """(partition tuple, bucket) → that group's rows (input order kept), for one flush."""
+    keys = [*partition_keys, _BUCKET]
+    indexed = data.select(keys).append_column("__row", pa.array(np.arange(data.num_rows, dtype=np.int64)))
+    groups = indexed.group_by(keys, use_threads=False).aggregate([("__row", "list")])
+    lists = groups.column("__row_list")
+    values = [groups.column(k).to_pylist() for k in partition_keys]
+    buckets = groups.column(_BUCKET).to_pylist()
+    for i in range(groups.num_rows):
+        partition = tuple(partition_value(column[i]) for column in values)
+        yield (partition, buckets[i]), data.take(lists[i].values)
+
+
+def _with_sequence(rows: pa.Table, sequence: int) -> pa.Table:
+    index = rows.schema.get_field_index(SEQUENCE)
+    return rows.set_column(index, rows.schema.field(index), pa.array(np.full(rows.num_rows, sequence, np.int64)))
+
+
+def _key_value_meta(staged: StagedFile, rows: pa.Table, layout: TableLayout, spec: KeyedSpec,
+                    metadata) -> StagedFile:
+    """What a key-value file's metadata holds besides a plain file's, from the rows written
+    (as `paimon.keyed.describe_keyed` reads it back from a file Spark wrote)."""
+    keys = [KEY_PREFIX + k for k in spec.trimmed_keys]
+    first = [rows.column(k)[0].as_py() for k in keys]
+    last = [rows.column(k)[rows.num_rows - 1].as_py() for k in keys]
+    float_keys = {}
+    for k in spec.trimmed_keys:
+        column = rows.column(KEY_PREFIX + k)
+        if pa.types.is_floating(column.type):
+            low_high = pc.min_max(column)
+            float_keys[k] = (low_high["min"].as_py(), low_high["max"].as_py(), column.null_count)
+    deletes = (int(pc.sum(pc.is_in(rows.column(VALUE_KIND), pa.array(RETRACT_KINDS, pa.int8()))).as_py() or 0)
+               if spec.rowkind_field else 0)
+    return with_key_value_meta(staged, metadata, layout, spec, first, last, float_keys, deletes)
+
+
+def check_keyed_layout(layout: TableLayout, keyed: KeyedSpec) -> None:
+    """Refuse, before any task runs, what tasks could not write: bucket-key types the bucket
+    function cannot serialize (as the fast path refuses them) and nanosecond columns."""
+    from ..errors import UnsupportedTableError
+    from .bucket import key_type
+    fields = {f.name: f for f in layout.fields}
+    for name in keyed.bucket_keys:
+        key_type(fields[name].type)
+    problem = parquet_layout.nanosecond_layout_problem(layout.arrow_schema())
+    if problem is not None:
+        raise UnsupportedTableError(f"format('paimon') cannot write this table: {problem}.")
+
+
+def buffer_bytes(target, options) -> int:
+    """`write-buffer-size` of the table (or of the write that creates it)."""
+    from .. import options as registry
+    table = target.table()
+    raw = dict(table.table_schema.options) if table is not None else dict(options.table_options)
+    return registry.table_value(raw, "write-buffer-size")
