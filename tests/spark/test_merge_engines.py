@@ -52,6 +52,16 @@ def test_ignore_delete_drops_the_retractions_of_an_aggregation_table(spark, tabl
     assert _by_id(table_path) == {1: ("c", 6), 2: ("b", 2)}
 
 
+def test_ignore_delete_keeps_deleted_keys_of_a_deduplicate_table(spark, table_path):
+    """The retractions never reach a file: pypaimon (which does not know the option) still sees the keys."""
+    options = {"bucket": "2", "rowkind.field": "op", "ignore-delete": "true"}
+    _write(spark, [(1, "a", 1, "+I"), (2, "b", 2, "+I")], table_path, primary_key=["id"], options=options)
+    _write(spark, [(1, "a", 1, "-D"), (2, "b", 2, "-U"), (3, "c", 3, "+I"), (3, "c", 3, "-D")], table_path)
+    assert _by_id(table_path) == {1: ("a", 1), 2: ("b", 2), 3: ("c", 3)}
+    ops = set(read_table(table_path).column("op").to_pylist())
+    assert ops <= {"+I", "+U"}
+
+
 def test_sequence_field_orders_versions_across_input_partitions(spark, table_path):
     """Input order counts only inside one input partition; `sequence.field` orders the rest."""
     rows = [(1, "late", 9, "+I"), (1, None, 7, "+I"), (1, "early", 1, "+I")]

@@ -70,10 +70,13 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
     window = Window.partitionBy(*group).orderBy(*[F.col(c).asc_nulls_first() for c in spec.sequence_fields],
                                                 F.col(_ORDER))
     merging = spec.merge_engine in ("partial-update", "aggregation")
-    if merging:
+    if merging or spec.ignore_delete:
         out = out.withColumn(_KIND, _value_kind(out, spec))
-        if spec.ignore_delete and spec.rowkind_field:
-            out = out.where(~F.col(_KIND).isin(*RETRACT_KINDS))
+    if spec.ignore_delete and spec.rowkind_field:
+        # Dropped before merging, for every engine, as Paimon's writer drops them: a -D row in a
+        # file would delete its key for readers that do not know the option (pypaimon).
+        out = out.where(~F.col(_KIND).isin(*RETRACT_KINDS))
+    if merging:
         out = _merge_versions(out, spec, names, window)
     if spec.merge_engine == "first-row":
         keep = F.lag(_ORDER).over(window).isNull()
@@ -93,7 +96,7 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
     row_index = F.monotonically_increasing_id().bitwiseAND((1 << _ROW_INDEX_BITS) - 1)
     columns = [out[k].alias(KEY_PREFIX + k) for k in spec.trimmed_keys]
     columns.append((out[_BASE] + row_index).alias(SEQUENCE))
-    raw_kind = out[_KIND] if merging else _value_kind(out, spec)
+    raw_kind = out[_KIND] if merging or spec.ignore_delete else _value_kind(out, spec)
     if merging:
         # Paimon's write buffer (a reducer) keeps a key's only row as it came, kind included,
         # and merges several into one +I row.
