@@ -60,17 +60,18 @@ def check_exactly_once(db, expected: list[int]) -> None:
     assert db.staging_tables() == [] and db.registered() == []
 
 
-# In the default run: the points around the commit on the fast path and the snapshot point on
-# format(...); the other combinations run with `./dev soak` (CI time).
-DEFAULT = {("fast", "before-snapshot"), ("fast", "after-snapshot"), ("format", "after-snapshot")}
-CASES = [pytest.param(path, point, marks=() if (path, point) in DEFAULT else pytest.mark.soak)
-         for path in ("fast", "format") for point in ("tasks-done", "before-snapshot", "after-snapshot")]
+# In the default run: each point around the commit once, each database once, both paths at the
+# snapshot point; every other combination runs with `./dev soak` (CI time: ~50 s a case).
+DEFAULT = {("sqlite", "fast", "before-snapshot"), ("postgres", "fast", "after-snapshot"),
+           ("postgres", "format", "after-snapshot")}
+CASES = [pytest.param(dialect, path, point, marks=() if (dialect, path, point) in DEFAULT else pytest.mark.soak,
+                      id=f"{dialect}-{path}-{point}")
+         for dialect in ("sqlite", "postgres") for path in ("fast", "format")
+         for point in ("tasks-done", "before-snapshot", "after-snapshot")]
 
 
-@pytest.mark.parametrize("path,point", CASES)
+@pytest.mark.parametrize("db,path,point", CASES, indirect=["db"])
 def test_a_driver_killed_at_a_protocol_point_loses_and_duplicates_nothing(tmp_path, db, path, point):
-    if db.dialect == "sqlite" and path == "format":
-        pytest.skip("SQLite runs the fast path only here (same commit code; keeps the suite short)")
     expected = make_source(tmp_path / "source")
     code = run_driver(tmp_path, db, path, 1, {"LAKESINK_CRASH_AT": f"{point}@2",
                                               "LAKESINK_CRASH_COUNTER": str(tmp_path / "counter")})
@@ -80,7 +81,11 @@ def test_a_driver_killed_at_a_protocol_point_loses_and_duplicates_nothing(tmp_pa
     check_exactly_once(db, expected)
 
 
-@pytest.mark.parametrize("path", ["batch", "format-batch"])
+@pytest.mark.parametrize("db,path", [
+    pytest.param("sqlite", "batch", id="sqlite-batch"),
+    pytest.param("postgres", "format-batch", id="postgres-format-batch"),
+    pytest.param("postgres", "batch", id="postgres-batch", marks=pytest.mark.soak),
+    pytest.param("sqlite", "format-batch", id="sqlite-format-batch", marks=pytest.mark.soak)], indirect=["db"])
 def test_a_task_attempt_that_failed_after_staging_is_retried_and_counted_once(tmp_path, db, path):
     expected = make_source(tmp_path / "source")
     code = run_driver(tmp_path, db, path, 1, {"LAKESINK_FAIL_AT": "task-staged@1",
