@@ -3,9 +3,10 @@ writes key-value Parquet files; the driver describes and commits them as one sna
 
 Plan of the Spark job (one shuffle, one sort):
 
-    input ─ bucket = Paimon's bucket function of the bucket key (spark.bucket)
-          ─ order  = monotonically_increasing_id()   (input partition, then position)
-          ─ base   = next free sequence number of (partition, bucket)   (broadcast join)
+    input ─ order  = monotonically_increasing_id()   (input partition, then position)
+          ─ bases  = next free sequence number of each bucket of the row's partition
+                     (a literal array, or a broadcast join on the partition values)
+          ─ bucket = Paimon's bucket function of the bucket key (spark.bucket); base = bases[bucket]
           ─ repartition(partition columns, bucket)    one task owns each bucket
           ─ window over (partition, bucket, key) ordered by (sequence.field, order):
                 keep the last row (deduplicate) or the first (first-row); partial-update and
@@ -30,6 +31,7 @@ HIDDEN_PARTITION = "lakesink_partition_{}"
 BUCKET = "lakesink_bucket"
 _ORDER = "lakesink_order"
 _BASE = "lakesink_base"
+_BASES = "lakesink_bases"  # the next free sequence number of each bucket of the row's partition
 _KIND = "lakesink_kind"
 _VERSIONS = "lakesink_versions"
 _MERGED = "lakesink_merged_"
@@ -57,11 +59,12 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
     hidden = [HIDDEN_PARTITION.format(i) for i in range(len(spec.partition_keys))]
     extra = [out[k].alias(h) for k, h in zip(spec.partition_keys, hidden)]
     extra.append(F.monotonically_increasing_id().alias(_ORDER))
-    out = with_bucket(out.select("*", *extra), list(spec.bucket_keys), fields, spec.num_buckets, BUCKET)
+    out = _with_bases(out.select("*", *extra), spec, hidden, next_sequence)
+    out = with_bucket(out, list(spec.bucket_keys), fields, spec.num_buckets, BUCKET)
+    base = F.element_at(F.col(_BASES), F.col(BUCKET) + 1) if next_sequence else F.lit(None)
+    out = out.withColumn(_BASE, F.coalesce(base, F.lit(0)).cast("bigint"))
     if next_sequence:
-        out = _join_base(out, spec, hidden, next_sequence)
-    else:
-        out = out.withColumn(_BASE, F.lit(0).cast("bigint"))
+        out = out.drop(_BASES)
     out = out.repartition(*hidden, BUCKET)
     if not spec.has_primary_key:
         return out.select(*names, *hidden, BUCKET), hidden + [BUCKET]
@@ -196,23 +199,39 @@ def _value_kind(df, spec: KeyedSpec):
     return kind.cast("tinyint")
 
 
-def _join_base(df, spec: KeyedSpec, hidden, next_sequence: dict):
-    """Attach each row's base sequence number: the first free one of its (partition, bucket)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import LongType, StructField, StructType
+def _with_bases(df, spec: KeyedSpec, hidden, next_sequence: dict):
+    """`df` with `_BASES`: per bucket, the first free sequence number in the row's partition.
 
-    spark = df.sparkSession
-    schema = StructType([StructField(h, df.schema[k].dataType) for k, h in zip(spec.partition_keys, hidden)]
-                        + [StructField("lakesink_b", df.schema[BUCKET].dataType),
-                           StructField(_BASE, LongType())])
-    rows = [tuple(partition) + (bucket, base) for (partition, bucket), base in next_sequence.items()]
-    bases = spark.createDataFrame(rows, schema)
-    renamed = bases.select(*[bases[h].alias(h + "_b") for h in hidden], "lakesink_b", _BASE)
-    condition = df[BUCKET] == renamed["lakesink_b"]
+    An array indexed by bucket, a literal for unpartitioned tables and a broadcast join on the
+    partition values otherwise. The join sits below the bucket function on purpose: joined on
+    the bucket column, Spark's optimiser spends ~1 s per plan on that long expression chain,
+    which a stream pays every micro-batch.
+    """
+    from pyspark.sql import functions as F
+    import pyarrow as pa
+
+    if not next_sequence:
+        return df
+    by_partition: dict[tuple, list[int]] = {}
+    for (partition, bucket), base in next_sequence.items():
+        by_partition.setdefault(tuple(partition), [0] * spec.num_buckets)[bucket] = base
+    if not hidden:
+        bases = by_partition.get((), [0] * spec.num_buckets)
+        return df.withColumn(_BASES, F.array(*[F.lit(b).cast("bigint") for b in bases]))
+    from .arrow import spark_to_arrow
+    from pyspark.sql.types import StructType
+
+    types = spark_to_arrow(StructType([df.schema[h] for h in hidden]))
+    columns = {f"{h}_b": pa.array([p[i] for p in by_partition], types.field(h).type) for i, h in enumerate(hidden)}
+    columns[_BASES] = pa.array(list(by_partition.values()), pa.list_(pa.int64()))
+    # From Arrow, a local relation: no Python worker runs to build it.
+    bases = df.sparkSession.createDataFrame(pa.table(columns))
+    condition = None
     for h in hidden:
-        condition = condition & df[h].eqNullSafe(renamed[h + "_b"])
-    joined = df.join(F.broadcast(renamed), condition, "left")
-    return joined.select(*[df[c] for c in df.columns], F.coalesce(renamed[_BASE], F.lit(0)).alias(_BASE))
+        match = df[h].eqNullSafe(bases[f"{h}_b"])
+        condition = match if condition is None else condition & match
+    joined = df.join(F.broadcast(bases), condition, "left")
+    return joined.select(*[df[c] for c in df.columns], bases[_BASES])
 
 
 def translate_error(exc: BaseException) -> BaseException | None:
