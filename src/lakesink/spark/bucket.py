@@ -263,16 +263,13 @@ def _fixed_words(t: KeyType) -> bool:
     return t.kind in _FIXED_WORDS or (t.kind == "ts" and t.compact)
 
 
-def _mul32(a, c: int):
-    """(a * c) mod 2^32 for 0 <= a < 2^32, in 16-bit halves: a bigint product never overflows."""
-    F = _F()
-    return (a.bitwiseAND(0xFFFF) * F.lit(c)
-            + F.shiftleft((F.shiftright(a, 16) * F.lit(c)).bitwiseAND(0xFFFF), 16)).bitwiseAND(_MASK32)
+def _mul32(a: str, c: int) -> str:
+    """SQL: (a * c) mod 2^32 for 0 <= a < 2^32, in 16-bit halves: a bigint product never overflows."""
+    return f"((({a} & 65535) * {c} + shiftleft(((shiftright({a}, 16) * {c}) & 65535), 16)) & {_MASK32})"
 
 
-def _rotl32(x, r: int):
-    F = _F()
-    return F.shiftleft(x, r).bitwiseOR(F.shiftright(x, 32 - r)).bitwiseAND(_MASK32)
+def _rotl32(x: str, r: int) -> str:
+    return f"((shiftleft({x}, {r}) | shiftright({x}, {32 - r})) & {_MASK32})"
 
 
 def _slot_words(col, t: KeyType, ntz: bool):
@@ -291,9 +288,12 @@ def _slot_words(col, t: KeyType, ntz: bool):
 def _with_fixed_bucket(df, key_names, types, ntz_flags, num_buckets: int, name: str):
     """`df` with column `name` = the bucket of a key of fixed-width fields only.
 
-    Murmur3 (seed 42) over the BinaryRow's words as bigint arithmetic, one step per projection:
-    each step reads the running hash twice, so one expression would double in size per word.
-    Spark keeps such projections apart (it does not inline an expression used twice).
+    Murmur3 (seed 42) over the BinaryRow's words as bigint arithmetic: the words and their k1
+    (independent of the running hash) in two projections, then one projection per word and three
+    for the finalisation. Each step reads the running hash twice, so one expression would double
+    in size per word; Spark keeps such projections apart (it does not inline an expression used
+    twice). Steps are SQL text, one call into the JVM each instead of dozens: a stream plans
+    this every micro-batch.
     """
     F = _F()
     header = F.lit(0).cast("bigint")
@@ -305,20 +305,28 @@ def _with_fixed_bucket(df, key_names, types, ntz_flags, num_buckets: int, name: 
         words += [F.when(col.isNull(), F.lit(0).cast("bigint")).otherwise(low),
                   F.when(col.isNull(), F.lit(0).cast("bigint")).otherwise(high)]
     words = [header.bitwiseAND(_MASK32), F.shiftrightunsigned(header, 32)] + words
-    h = F.col(name)
-    out = df.withColumn(name, F.lit(42).cast("bigint"))
-    for word in words:
-        k1 = _mul32(_rotl32(_mul32(word, _C1), 15), _C2)
-        out = out.withColumn(name, h.bitwiseXOR(k1))
-        out = out.withColumn(name, (_rotl32(h, 13) * 5 + F.lit(0xE6546B64)).bitwiseAND(_MASK32))
-    out = out.withColumn(name, h.bitwiseXOR(F.lit(4 * len(words))))
-    out = out.withColumn(name, h.bitwiseXOR(F.shiftright(h, 16)))
-    out = out.withColumn(name, _mul32(h, _FMIX1))
-    out = out.withColumn(name, h.bitwiseXOR(F.shiftright(h, 13)))
-    out = out.withColumn(name, _mul32(h, _FMIX2))
-    out = out.withColumn(name, h.bitwiseXOR(F.shiftright(h, 16)))
-    signed = F.when(h >= F.lit(1 << 31), h - F.lit(1 << 32)).otherwise(h)
-    return out.withColumn(name, bucket_of(signed, num_buckets))
+    # k1 of each word does not depend on the running hash: all of them in one projection.
+    word_names = [f"{name}_k{i}" for i in range(len(words))]
+    out = df.select("*", *[w.alias(n) for w, n in zip(words, word_names)])
+    out = out.select(*[F.col("`" + c.replace("`", "``") + "`") for c in df.columns],
+                     *[F.expr(_mul32(_rotl32(_mul32(f"`{n}`", _C1), 15), _C2)).alias(n) for n in word_names],
+                     F.lit(42).cast("bigint").alias(name))
+    h = f"`{name}`"
+
+    def step(sql: str):
+        nonlocal out
+        out = out.withColumn(name, F.expr(sql))
+
+    for k1 in word_names:
+        mixed = f"({h} ^ `{k1}`)"
+        step(f"({_rotl32(mixed, 13)} * 5 + {0xE6546B64}) & {_MASK32}")
+    finished = f"({h} ^ {4 * len(words)})"
+    step(f"{finished} ^ shiftright({finished}, 16)")
+    for constant, shift in ((_FMIX1, 13), (_FMIX2, 16)):
+        product = _mul32(h, constant)
+        step(f"{product} ^ shiftright({product}, {shift})")
+    signed = F.when(F.col(name) >= F.lit(1 << 31), F.col(name) - F.lit(1 << 32)).otherwise(F.col(name))
+    return out.withColumn(name, bucket_of(signed, num_buckets)).drop(*word_names)
 
 
 def with_bucket(df, key_names, paimon_fields, num_buckets: int, name: str):
