@@ -1,0 +1,71 @@
+"""Streaming CDC into a primary-key table vs the same query into an append table.
+
+Rate source at `rows_per_second`, 1-second trigger, 2 source partitions. Each row is
+an upsert (`+U`) or, one in ten, a delete (`-D`) of one of `keys` keys; the keyed
+table has 8 buckets and `rowkind.field=op`, the append table the same columns and no
+key. Both write paths (`lakesink.stream`, `writeStream.format("paimon")`), sync
+commits. The append and keyed queries run in alternating rounds of `seconds` each
+(the machine's load drifts); figure: mean micro-batch duration (Spark's
+triggerExecution) over all rounds, and keyed ÷ append per path (target ≤ 1.2).
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import tempfile
+
+import lakesink
+
+from .bench_stream import _run_query
+
+BUCKETS = 8
+
+
+def run(spark, seconds: float = 30, rounds: int = 2, rows_per_second: int = 20_000, keys: int = 100_000) -> dict:
+    root = tempfile.mkdtemp(prefix="lakesink-bench-keyed-stream-")
+    spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "1000")
+
+    def source():
+        return (spark.readStream.format("rate").option("rowsPerSecond", rows_per_second)
+                .option("numPartitions", 2).load()
+                .selectExpr(f"value % {keys} as id", "timestamp as ts", "cast(value % 1000 as int) as n",
+                            "case when value % 10 = 0 then '-D' else '+U' end as op"))
+
+    keyed = {"primary-key": "id", "bucket": str(BUCKETS), "rowkind.field": "op"}
+
+    def fast(table: str, options: dict):
+        return lambda: lakesink.stream(source(), f"{root}/wh/db.db/{table}", checkpoint=f"{root}/chk-{table}",
+                                       trigger="1 second", options=options)
+
+    def native(table: str, options: dict):
+        def start():
+            writer = source().writeStream.format("paimon").option("checkpointLocation", f"{root}/chk-{table}")
+            for key, value in options.items():
+                writer = writer.option(key, value)
+            return writer.trigger(processingTime="1 second").start(f"{root}/wh/db.db/{table}")
+        return start
+
+    queries = {("lakesink.stream", "append"): fast("fast_append", {}),
+               ("lakesink.stream", "keyed"): fast("fast_keyed", keyed),
+               ("format(paimon)", "append"): native("native_append", {}),
+               ("format(paimon)", "keyed"): native("native_keyed", keyed)}
+    durations: dict[tuple, list[float]] = {k: [] for k in queries}
+    try:
+        for number in range(rounds):
+            order = list(queries) if number % 2 == 0 else list(reversed(queries))
+            for key in order:
+                _, batch_ms = _run_query(queries[key], seconds)
+                durations[key] += batch_ms[1:]  # the first batch of each start plans the table
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    result = {}
+    print(f"\nstreaming CDC, rate {rows_per_second:,} rows/s over {keys:,} keys, 1 s trigger, "
+          f"{rounds} rounds x {seconds:.0f} s per query")
+    for path in ("lakesink.stream", "format(paimon)"):
+        append, keyed_ms = (statistics.mean(durations[(path, kind)] or [float("nan")]) for kind in ("append", "keyed"))
+        result[path] = {"append_mean_ms": append, "keyed_mean_ms": keyed_ms, "keyed_vs_append": keyed_ms / append,
+                        "batches": {kind: len(durations[(path, kind)]) for kind in ("append", "keyed")}}
+        print(f"  {path:<16} append {append:7.0f} ms   keyed {keyed_ms:7.0f} ms   keyed / append "
+              f"{keyed_ms / append:5.2f}x   (target <= 1.2x)")
+    return result
