@@ -12,7 +12,7 @@ import lakesink
 from lakesink.errors import InvalidOptionError, UnknownOptionError, UnsupportedTableError
 from lakesink.errors import SnapshotNotFoundError
 from lakesink.spark.read import stream_options
-from lakesink.spark.reader import PaimonStreamReader
+from lakesink.spark.stream_reader import PaimonStreamReader
 from tests.helpers import read_table, snapshots
 
 pytestmark = pytest.mark.spark

@@ -164,7 +164,7 @@ def test_batch_time_travel_names_are_refused_on_a_stream_with_its_own_options_na
 
 def test_the_streaming_reader_refuses_max_files_per_trigger_before_reading(tmp_path):
     from lakesink.errors import UnsupportedOptionError
-    from lakesink.spark.reader import PaimonStreamReader
+    from lakesink.spark.stream_reader import PaimonStreamReader
     with pytest.raises(UnsupportedOptionError, match="maxRowsPerTrigger"):
         PaimonStreamReader(str(tmp_path / "t"), {"maxfilespertrigger": "5"}, None)
 

@@ -135,7 +135,7 @@ class PaimonDataSource(DataSource):
         return PaimonBatchReader(resolved.path, self._options(resolved), schema)
 
     def streamReader(self, schema):
-        from .reader import PaimonStreamReader
+        from .stream_reader import PaimonStreamReader
         resolved = self._resolve()
         return PaimonStreamReader(resolved.path, self._options(resolved), schema)
 
