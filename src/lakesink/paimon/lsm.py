@@ -332,6 +332,12 @@ def _merge_versions(data: pa.Table, spec: KeyedSpec, differs: pa.ChunkedArray, k
     return out.take(pc.sort_indices(out, sort_keys=[(k, "ascending") for k in keys]))
 
 
+def merge_run(rows: pa.Table, spec: KeyedSpec, lsm: LsmOptions, drop_deletes: bool = False) -> pa.Table:
+    """`merge` of the rows of one sorted run in the making (a writer's buffer): one file rank."""
+    return merge(rows.append_column(_RANK, pa.repeat(pa.scalar(0, pa.int32()), rows.num_rows)), spec, lsm,
+                 drop_deletes)
+
+
 def merge_field(spec: KeyedSpec, column: str, versions: list, retracts: list):
     """One value column over a key's versions, oldest first: Paimon's partial-update (last non-null)
     or the column's aggregate function (Java's FieldAggregator agg/retract)."""

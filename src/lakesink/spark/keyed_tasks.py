@@ -43,7 +43,7 @@ from ..paimon import parquet_layout
 from ..paimon.datafiles import StagedFile, TableLayout, describe_parquet
 from ..paimon.keyed import (KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec,
                             null_key_refusal, row_kind_refusal, with_key_value_meta)
-from ..paimon.lsm import _RANK, LsmOptions, kv_schema, merge
+from ..paimon.lsm import LsmOptions, kv_schema, merge_run
 from .arrow import conform, partition_value
 from .arrow_bucket import bucket_ids
 from .tasks import ROW_GROUP_ROWS, check_job_alive
@@ -181,8 +181,7 @@ class KeyedTaskWriter:
         columns.update({name: rows.column(name) for name in self.schema.names})
         kv = pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
         sequence = self.spec.plan.base(partition, bucket) + (self.partition_id << SEQUENCE_SHIFT) + flush
-        ranked = kv.append_column(_RANK, pa.array(np.zeros(kv.num_rows, np.int32)))
-        merged = merge(ranked, keyed, self.lsm, drop_deletes=False)
+        merged = merge_run(kv, keyed, self.lsm)
         self._write_file(_with_sequence(merged.select(schema.names), sequence), schema, partition, bucket,
                          flush, "data")
         if keyed.changelog_producer == "input":  # every input row as it came, sorted by key then order
