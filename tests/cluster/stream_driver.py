@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from tests.crash.driver import READY
+from tests.crash.driver import READY, guarded
 
 SESSION_MARK = "lakesink-cluster-driver: session "
 
@@ -84,14 +84,7 @@ def run(args) -> int:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    try:
-        return run(args)
-    except Exception as exc:  # one line for the harness's log; the traceback above it
-        import traceback
-        traceback.print_exc()
-        print(f"lakesink-driver: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+    return guarded(run, parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -146,15 +146,19 @@ def run(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def guarded(run_driver, args) -> int:
+    """`run_driver(args)`'s exit code; an exception as its traceback and one line for the harness's log."""
     try:
-        return run(args)
-    except Exception as exc:  # one line for the harness's log; the traceback above it
+        return run_driver(args)
+    except Exception as exc:
         import traceback
         traceback.print_exc()
         print(f"lakesink-driver: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+
+
+def main(argv=None) -> int:
+    return guarded(run, parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -130,18 +130,22 @@ def test_single_key_matches_pypaimon(spark, kind):
     _compare(spark, table, ["k"], n)
 
 
-def test_composite_keys_match_pypaimon(spark):
-    """Several var-length fields in one row: offsets of later fields depend on earlier lengths."""
-    rng = random.Random(7)
-    cols = {"rid": pa.array(range(N), pa.int64())}
-    names = []
+def composite_keys(rng) -> tuple[pa.Table, list[str]]:
+    """Ten key columns of mixed kinds, var-length ones between fixed ones, nulls where allowed."""
+    cols, names = {}, []
     for i, kind in enumerate(["str", "i32", "str", "dec_wide", "bin", "ts", "i64", "str", "bool", "date"]):
         arrow_type, values = _values(kind, rng)
         if kind not in _NO_NULLS:
             values = [None if rng.random() < 0.1 else v for v in values]
         cols[f"c{i}"] = pa.array(values, arrow_type)
         names.append(f"c{i}")
-    table = pa.table(cols)
+    return pa.table(cols), names
+
+
+def test_composite_keys_match_pypaimon(spark):
+    """Several var-length fields in one row: offsets of later fields depend on earlier lengths."""
+    table, names = composite_keys(random.Random(7))
+    table = table.add_column(0, "rid", pa.array(range(table.num_rows), pa.int64()))
     for n in (5, 64):
         _compare(spark, table, names, n)
 

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pytest
 
 from lakesink.spark.arrow_bucket import bucket_ids, key_hashes
-from tests.spark.test_keyed_bucket import BUCKETS, KINDS, _NO_NULLS, _murmur_bucket, _pypaimon_buckets, _values
+from tests.spark.test_keyed_bucket import (BUCKETS, KINDS, _NO_NULLS, _murmur_bucket, _pypaimon_buckets, _values,
+                                          composite_keys)
 
 
 def _fields(table: pa.Table):
@@ -41,15 +42,7 @@ def test_single_key_matches_pypaimon(kind):
 
 def test_composite_keys_match_pypaimon():
     """Several var-length fields in one row: offsets of later fields depend on earlier lengths."""
-    rng = random.Random(7)
-    cols, names = {}, []
-    for i, kind in enumerate(["str", "i32", "str", "dec_wide", "bin", "ts", "i64", "str", "bool", "date"]):
-        arrow_type, values = _values(kind, rng)
-        if kind not in _NO_NULLS:
-            values = [None if rng.random() < 0.1 else v for v in values]
-        cols[f"c{i}"] = pa.array(values, arrow_type)
-        names.append(f"c{i}")
-    table = pa.table(cols)
+    table, names = composite_keys(random.Random(7))
     for n in (5, 64):
         _compare(table, names, n)
     # Sliced and chunked input (Spark hands tasks many batches): same answer per row.
