@@ -26,6 +26,7 @@ from pypaimon.schema.data_types import DataField, PyarrowFieldParser
 from pypaimon.table.row.generic_row import GenericRow
 from pypaimon.utils.file_store_path_factory import canonical_data_file_path
 
+from .. import storage
 from ..errors import SchemaMismatchError
 
 _EPOCH_DAY = dt.date(1970, 1, 1)
@@ -259,11 +260,22 @@ def table_path_of(table, staged: StagedFile) -> str:
 def place(table, files: list[StagedFile], threads: int = 8) -> None:
     """Move staged files to their table paths (idempotent: a file already moved is fine)."""
     file_io = table.file_io
+    remote = not storage.is_local(table.table_path) and getattr(file_io, "filesystem", None) is not None
 
     def move(staged: StagedFile) -> None:
         if staged.staged_path is None:
             return
         final = table_path_of(table, staged)
+        if remote:
+            # An object store has no directories to make and no rename: one COPY and one
+            # DELETE, without the existence checks around them (a HEAD and a LIST each).
+            try:
+                file_io.filesystem.move(file_io.to_filesystem_path(staged.staged_path),
+                                        file_io.to_filesystem_path(final))
+            except FileNotFoundError:
+                if not file_io.exists(final):  # moved by an earlier attempt of this commit?
+                    raise FileNotFoundError(staged.staged_path) from None
+            return
         if file_io.exists(staged.staged_path):
             parent = final.rsplit("/", 1)[0]
             file_io.check_or_mkdirs(parent)
