@@ -16,6 +16,8 @@ import time
 
 import lakesink
 
+from .pypaimon_write import pypaimon_write
+
 
 def _frame(spark, rows: int, keys: int):
     return spark.range(rows, numPartitions=4).selectExpr(
@@ -25,24 +27,9 @@ def _frame(spark, rows: int, keys: int):
 
 def _pypaimon_write(root: str, data) -> float:
     import pyarrow as pa
-    from pypaimon.catalog.catalog_factory import CatalogFactory
-    from pypaimon.schema.schema import Schema
 
-    catalog = CatalogFactory.create({"warehouse": f"{root}/pp"})
-    catalog.create_database("db", True)
     schema = pa.schema([f.with_nullable(f.name != "key") for f in data.schema])
-    catalog.create_table("db.t", Schema.from_pyarrow_schema(schema, primary_keys=["key"], options={"bucket": "8"}),
-                         False)
-    table = catalog.get_table("db.t")
-    data = data.cast(schema)
-    start = time.perf_counter()
-    builder = table.new_batch_write_builder()
-    write, commit = builder.new_write(), builder.new_commit()
-    write.write_arrow(data)
-    commit.commit(write.prepare_commit())
-    write.close()
-    commit.close()
-    return time.perf_counter() - start
+    return pypaimon_write(f"{root}/pp", data.cast(schema), primary_keys=["key"], table_options={"bucket": "8"})
 
 
 def run(spark, rows: int = 10_000_000, keys: int = 1_000_000, repeats: int = 3,

@@ -20,14 +20,14 @@ from __future__ import annotations
 import statistics
 import time
 
+from .pypaimon_write import pypaimon_write
+
 BUCKET = "lakesink-bench"
 
 
 def run(spark, rows: int = 5_000_000, repeats: int = 3) -> dict:
     import pyarrow.fs as pafs
     import pyarrow.parquet as pq
-    from pypaimon.catalog.catalog_factory import CatalogFactory
-    from pypaimon.schema.schema import Schema
 
     from tests.s3proxy import S3Proxy
     from tests.s3server import S3Server
@@ -51,18 +51,7 @@ def run(spark, rows: int = 5_000_000, repeats: int = 3) -> dict:
             times["format(paimon)"].append(time.perf_counter() - start)
             requests = requests or dict(proxy.counts())
 
-            catalog = CatalogFactory.create({"warehouse": f"s3://{BUCKET}/pp{i}", **options})
-            catalog.create_database("db", True)
-            catalog.create_table("db.t", Schema.from_pyarrow_schema(data.schema), False)
-            table = catalog.get_table("db.t")
-            start = time.perf_counter()
-            builder = table.new_batch_write_builder()
-            write, commit = builder.new_write(), builder.new_commit()
-            write.write_arrow(data)
-            commit.commit(write.prepare_commit())
-            write.close()
-            commit.close()
-            times["pypaimon"].append(time.perf_counter() - start)
+            times["pypaimon"].append(pypaimon_write(f"s3://{BUCKET}/pp{i}", data, options))
 
             start = time.perf_counter()
             step = -(-data.num_rows // 4)
