@@ -190,6 +190,13 @@ _declare(
            "small files of the partitions written, also those earlier writes left (picked from the "
            "table, `compaction.min.file-num`/`compaction.max.file-num`), into files of "
            "`target-file-size` in a COMPACT snapshot. See [compaction.md](compaction.md)."),
+    Option("write.in-place", "write", "choice", "auto", "`format(\"paimon\")`: tasks write each data file "
+           "at its table path under a name no other attempt takes, named first in an intent under the job's "
+           "staging (what failed attempts wrote is found there and removed), so the commit moves nothing; "
+           "`false` stages the files and the commit renames them into the table. `auto`: in place on object "
+           "stores, where a rename is a copy and a delete per file; staged on the local file system, where "
+           "it is cheap and atomic (see [storage.md](storage.md#data-files-written-in-place)).",
+           choices=("auto", "true", "false")),
     # -- ctas ----------------------------------------------------------------------
     Option("ctas.atomicity-enabled", "ctas", "bool", True, "Stage the table and publish it atomically; "
            "`false` writes in place (object stores, which have no atomic directory rename)."),
@@ -588,6 +595,7 @@ class WriteOptions:
     maintenance: bool = True
     aggregator: bool = False
     merge_schema: bool = False  # option write.merge-schema: evolve the table's schema with the data
+    in_place: str = "auto"      # option write.in-place: auto | true | false (paimon.intents)
     table_options: dict[str, str] = field(default_factory=dict)
     fs_options: dict[str, str] = field(default_factory=dict)  # storage access: fs.s3.*, commit.lock, ...
     path: str | None = None
@@ -646,6 +654,7 @@ class WriteOptions:
         out.maintenance = typed.get("maintenance.enabled", True)
         out.aggregator = typed.get("aggregator.enabled", False)
         out.merge_schema = typed.get("write.merge-schema", False)
+        out.in_place = typed.get("write.in-place", "auto")
         if out.commit_identifier is not None and out.commit_user is None:
             raise InvalidOptionError("commit.identifier", out.commit_identifier,
                                      "to be given together with commit.user")

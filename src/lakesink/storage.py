@@ -102,6 +102,16 @@ def arrow_fs(path: str, options: Mapping[str, str] | None = None) -> tuple[pafs.
     return filesystem, io.to_filesystem_path(path)
 
 
+def new_output(io: FileIO, path: str):
+    """An output stream for a new object at `path`. On object stores straight to the store's
+    PUT: FileIO first probes the parent "directory" (a HEAD and a LIST) and may write marker
+    objects, which object stores do not need."""
+    filesystem = getattr(io, "filesystem", None)
+    if is_local(path) or filesystem is None:
+        return io.new_output_stream(path)
+    return filesystem.open_output_stream(io.to_filesystem_path(path))
+
+
 def write_atomically(io: FileIO, path: str, content: str, durable: bool = True) -> None:
     """Replace `path` with `content` so readers see the old or the new text, never a torn one.
 

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import ConfigurationError
+from ..errors import CommitStateUnknownError, ConfigurationError
 from ..options import BATCH_IDENTIFIER, WriteOptions
 from ..protocol import Committer, CommitReport, Overwrite
 from .. import storage
-from . import evolution, tables
+from . import evolution, intents, tables
 from .datafiles import StagedFile, TableLayout, describe_parquet
 from .publish import publication_kind
 from .target import PaimonTarget, TableSpec
@@ -52,6 +52,9 @@ class BatchWrite:
     compression: str
     aggregate: bool = False  # option aggregator.enabled: combine small files after the commit
     rewriter: Rewriter | None = None  # the engine's distributed rewrite for the aggregator (else threads)
+    # Option write.in-place: tasks of the Spark-native path write data files at their table paths
+    # (paimon.intents); ending the job then also removes what its attempts' intents name.
+    in_place: bool = False
 
     @classmethod
     def plan(cls, path: str, schema: pa.Schema, options: WriteOptions, mode: str,
@@ -84,7 +87,7 @@ class BatchWrite:
         staging = f"{target.lakesink_dir()}/staging/{new_token()}"
         compression = options.table_options.get("file.compression") or "snappy"
         return cls(target, layout, commit_user, identifier, anonymous, overwrite, staging, compression,
-                   options.aggregator)
+                   options.aggregator, in_place=intents.in_place(target.path, options.in_place))
 
     def committer(self) -> Committer:
         return Committer(self.target, self.commit_user)
@@ -94,25 +97,46 @@ class BatchWrite:
         return not self.anonymous and self.committer().skips_as_replay(self.identifier, self.target.describe())
 
     def commit(self, files: Sequence[StagedFile], properties: dict[str, str] | None = None) -> CommitReport:
+        report = None
         try:
             report = self.committer().commit(self.identifier, files, self.overwrite, properties)
             if self.aggregate:
                 from .compaction import aggregate_batch
                 aggregate_batch(self.target, self.commit_user, report, files, forget_user=self.anonymous,
                                 distributed=self.rewriter)
-            if self.anonymous:
-                self.target.forget_commit_user(self.commit_user)
-            return report
-        finally:
-            self.remove_staging()
+        except CommitStateUnknownError:
+            if not self.in_place:
+                self.remove_staging()
+            # In place: the intents must stay; whether their files belong to the table is unknown.
+            raise
+        except BaseException:
+            self.remove_staging(report)
+            raise
+        self.remove_staging(report)
+        if self.anonymous:  # after the sweep: it looks the commit up by this user
+            self.target.forget_commit_user(self.commit_user)
+        return report
 
     def abort(self, files: Sequence[StagedFile]) -> None:
         try:
-            self.committer().abort(files, None if self.anonymous else self.identifier)
+            # With the identifier also for a one-off user: Spark aborts after a commit() that raised,
+            # and a snapshot that landed keeps its files.
+            self.committer().abort(files, self.identifier)
         finally:
             self.remove_staging()
 
-    def remove_staging(self) -> None:
+    def remove_staging(self, report: CommitReport | None = None) -> None:
+        """Remove the job's staging; in place, first what its attempts named and its snapshot
+        (if it landed) did not add."""
+        if self.in_place:
+            known = report is not None and not report.skipped_replay and report.snapshot_id is not None
+            try:
+                intents.sweep(self.target, self.staging_dir, self.commit_user, self.identifier,
+                              report.snapshot_id if known else None)
+            except Exception as exc:  # noqa: BLE001 - the job's outcome stands; clean_staging retries
+                log.warning("%s: could not remove what failed attempts wrote (%s); the staging stays for "
+                            "clean_staging", self.staging_dir, exc)
+                return
         self.target.file_io.delete_directory_quietly(self.staging_dir)
 
     def describe_staged(self, paths: Sequence[str]) -> list[StagedFile]:

@@ -34,6 +34,7 @@ from ..errors import (CheckpointMismatchError, CommitStateUnknownError, Configur
 from ..options import WriteOptions
 from ..protocol import Committer, CommitReport, PendingStore, StateStore, crashpoints
 from ..protocol.pipelined import IDLE_SECONDS, CheckpointLock, ask_to_stop, raise_recorded_error
+from . import intents
 from .datafiles import StagedFile, TableLayout
 from .keyed_target import compacts_automatically, prepare_keyed_target, wants_keyed
 from .sink import prepare_target
@@ -66,6 +67,9 @@ class StreamSink:
         else:
             self.target, self.layout = prepare_target(path, schema, options, path_name)
         self.target.empty_commits = options.commit_empty_batches
+        # Option write.in-place (Spark-native path): batches' files written at their table paths,
+        # so ending a batch also removes what its attempts' intents name (paimon.intents).
+        self.in_place = intents.in_place(self.target.path, options.in_place)
         self.store = StateStore(f"{self.checkpoint}/lakesink", options.fs_options)
         self.compression = options.table_options.get("file.compression") or "snappy"
         self.commit_user: str | None = self._check_binding(options.commit_user)
@@ -193,7 +197,8 @@ class StreamSink:
         except BaseException:
             self.remove_staging(batch_id)
             raise
-        self.remove_staging(batch_id)
+        known = not report.skipped_replay and report.snapshot_id is not None
+        self.remove_staging(batch_id, report.snapshot_id if known else None)
         return report
 
     def accept_batch(self, batch_id: int, files: Sequence[StagedFile]) -> str:
@@ -222,18 +227,32 @@ class StreamSink:
         return [self.target.decode(c) for record in PendingStore(self.store).all() for c in record.committables]
 
     def abort_batch(self, batch_id: int, files: Sequence[StagedFile]) -> None:
-        if PendingStore(self.store).get(batch_id) is not None:
+        accepted = PendingStore(self.store).get(batch_id)
+        if accepted is not None:
             # Another attempt of this batch was accepted (pipelined) and is being committed
             # from the same staging directory: remove only this attempt's files.
             self.target.discard(files, include_placed=False)
+            if self.in_place:  # at their table paths: those the accepted attempt does not commit
+                theirs = {self.target.decode(c).meta.file_name for c in accepted.committables}
+                self.target.discard([f for f in files if f.staged_path is None and f.meta.file_name not in theirs])
             return
         try:
             self._plain_committer().abort(files, batch_id)
         finally:
             self.remove_staging(batch_id)
 
-    def remove_staging(self, batch_id: int) -> None:
-        self.target.file_io.delete_directory_quietly(self.staging_dir(batch_id))
+    def remove_staging(self, batch_id: int, snapshot_id: int | None = None) -> None:
+        """Remove a batch's staging, which no pending state needs any more; in place, first what
+        its attempts named and the batch's snapshot (`snapshot_id` if known) did not add."""
+        staging = self.staging_dir(batch_id)
+        if self.in_place:
+            try:
+                intents.sweep(self.target, staging, self.bind(), batch_id, snapshot_id)
+            except Exception as exc:  # noqa: BLE001 - the batch's outcome stands; a later restore retries
+                log.warning("%s: could not remove what failed attempts wrote (%s); kept for the next "
+                            "restore or clean_staging", staging, exc)
+                return
+        self.target.file_io.delete_directory_quietly(staging)
 
     def task_layout(self) -> TableLayout:
         return self.layout

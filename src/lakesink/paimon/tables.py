@@ -30,7 +30,12 @@ def open_table(path: str, fs_options: dict | None = None) -> FileStoreTable | No
     if not file_io.exists(path):
         return None
     if not file_io.exists(f"{path}/schema"):
-        entries = [s for s in file_io.list_status(path) if _base(s) not in (LAKESINK_DIR, "STAGED.json")]
+        names = [_base(s) for s in file_io.list_status(path)]
+        entries = [n for n in names if n not in (LAKESINK_DIR, "STAGED.json")]
+        if LAKESINK_DIR in names:
+            # The first write of a table whose files are written in place (paimon.intents): its
+            # data directories exist before the first commit writes the schema.
+            entries = [n for n in entries if not (n.startswith("bucket-") or "=" in n)]
         if not entries:
             return None  # empty directory, or only our own staging: no table yet
         raise NotAPaimonTableError(

@@ -26,7 +26,7 @@ from .. import storage
 from ..errors import CommitConflictError, SchemaMismatchError
 from ..protocol import crashpoints
 from ..protocol.target import CommitReport, CommitTarget, Overwrite
-from . import evolution, identity, maintenance, tables
+from . import evolution, identity, intents, maintenance, tables
 from .datafiles import StagedFile, place, table_path_of
 
 log = logging.getLogger(__name__)
@@ -248,12 +248,18 @@ class PaimonTarget(CommitTarget[StagedFile]):
     # -- discard / restore -------------------------------------------------
     def discard(self, committables: Sequence[StagedFile], include_placed: bool = True) -> int:
         table = self.table(refresh=True) if include_placed else None
+        # Files written in place exist at their table paths before the table does (its first commit
+        # creates it): their paths then come from the planned table.
+        planned = (intents.planned_path_factory(self) if include_placed and table is None and self.create
+                   and any(f.staged_path is None for f in committables) else None)
         file_io = self.file_io
         removed = 0
         for i, f in enumerate(committables):
             paths = [f.staged_path] if f.staged_path else []
             if table is not None:
                 paths.append(table_path_of(table, f))
+            elif planned is not None and f.staged_path is None:
+                paths.append(intents.data_file_path(planned, f.partition, f.bucket, f.meta.file_name))
             for p in paths:
                 if p and file_io.exists(p):
                     file_io.delete_quietly(p)

@@ -40,6 +40,14 @@ def _target_file_size(options: WriteOptions) -> int:
     return MemorySize.parse(raw).get_bytes() if raw else TaskSpec.target_file_size
 
 
+def _in_place_paths(target, in_place: bool):
+    """The path factory tasks write data files in place with (option write.in-place), or None."""
+    if not in_place:
+        return None
+    from ..paimon.intents import planned_path_factory
+    return planned_path_factory(target)
+
+
 def _files(messages) -> list:
     return [f for m in messages if isinstance(m, PaimonCommitMessage) for f in m.files]
 
@@ -161,7 +169,8 @@ class PaimonBatchWriter(DataSourceArrowWriter):
         else:
             self.job = BatchWrite.plan(path, spark_to_arrow(schema), opts, mode, PATH_NAME)
         self.spec = TaskSpec(self.job.staging_dir, self.job.layout, self.job.compression,
-                             _target_file_size(opts), opts.fs_options or None, create_dir=False)
+                             _target_file_size(opts), opts.fs_options or None, create_dir=False,
+                             paths=_in_place_paths(self.job.target, self.job.in_place))
         self.skip = self.job.already_committed()
         if not self.skip:
             mark_job_staging(self.job.target.file_io, self.job.staging_dir)
@@ -195,7 +204,8 @@ def _plan_keyed_job(path: str, schema, opts: WriteOptions, mode: str):
     # write-only), by the same coordinator as on the fast path (on the driver: no Spark there).
     job.aggregate = job.aggregate or compacts_automatically(target, opts)
     spec = KeyedTaskSpec(job.staging_dir, layout, keyed, KeyedPlan(next_sequence, target.bucket_check_from),
-                         job.compression, buffer_bytes(target, opts), opts.fs_options or None, create_dir=False)
+                         job.compression, buffer_bytes(target, opts), opts.fs_options or None, create_dir=False,
+                         paths=_in_place_paths(target, job.in_place))
     return job, spec
 
 
@@ -226,9 +236,10 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
             from .keyed_tasks import KeyedTaskSpec, buffer_bytes, check_keyed_layout
             check_keyed_layout(self.sink.layout, self.sink.keyed)
             self.keyed_spec = KeyedTaskSpec("", self.sink.layout, self.sink.keyed, None, self.sink.compression,
-                                            buffer_bytes(self.sink.target, opts), opts.fs_options or None)
+                                            buffer_bytes(self.sink.target, opts), opts.fs_options or None,
+                                            paths=_in_place_paths(self.sink.target, self.sink.in_place))
         self.spec = TaskSpec("", self.sink.layout, self.sink.compression, _target_file_size(opts),
-                             opts.fs_options or None)
+                             opts.fs_options or None, paths=_in_place_paths(self.sink.target, self.sink.in_place))
         if self.pipelined:
             from .committer_service import spec_for
             self.service_spec = spec_for(path, self.sink.checkpoint, arrow_schema, options)

@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from .. import storage
 from ..errors import ConfigurationError
-from ..paimon import parquet_layout
+from ..paimon import intents, parquet_layout
 from ..paimon.datafiles import StagedFile, TableLayout, describe_parquet
 from ..paimon.keyed import (KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec,
                             null_key_refusal, row_kind_refusal, with_key_value_meta)
@@ -79,6 +79,7 @@ class KeyedTaskSpec:
     buffer_bytes: int = DEFAULT_BUFFER_BYTES
     fs_options: dict | None = None
     create_dir: bool = True       # batch jobs: the driver made the staging directory (see TaskSpec)
+    paths: object = None          # in place: the table's path factory (see TaskSpec)
 
 
 @dataclass
@@ -94,6 +95,7 @@ class KeyedTaskWriter:
     _flushes: int = 0
     _paths: list = field(default_factory=list)
     _files: list = field(default_factory=list)
+    _names: dict = field(default_factory=dict)  # in place: (partition, bucket, kind) -> this flush's names
 
     def __post_init__(self):
         self.keyed = self.spec.keyed
@@ -102,8 +104,10 @@ class KeyedTaskWriter:
         self.lsm = LsmOptions(trigger=0, num_levels=0, target_size=0, write_only=False,
                               ignore_delete=self.keyed.ignore_delete, merge_engine=self.keyed.merge_engine,
                               compression=self.spec.compression)
-        if self.spec.create_dir:
-            self.file_io.check_or_mkdirs(self.spec.staging_dir)
+        self.intent = (intents.Intent(self.file_io, self.spec.staging_dir, self.prefix)
+                       if self.spec.paths is not None else None)
+        if self.spec.create_dir and (self.intent is None or storage.is_local(self.spec.staging_dir)):
+            self.file_io.check_or_mkdirs(self.spec.staging_dir)  # object stores need no directories
 
     # -- input ---------------------------------------------------------------------------
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
@@ -162,14 +166,33 @@ class KeyedTaskWriter:
         if flush >= 1 << SEQUENCE_SHIFT:
             raise ConfigurationError(f"a task flushed its write buffer more than 2^{SEQUENCE_SHIFT} times in one "
                                      "write; raise write-buffer-size or repartition the input.")
+        groups = list(_groups(data, list(self.spec.layout.partition_keys)))
+        if self.intent is not None:  # the flush's files named before any is written: one PUT per flush
+            self._names = {(p, b, kind): self._file_name(kind, flush) for (p, b), _ in groups
+                           for kind in self._kinds_written()}
+            self.intent.declare(intents.data_file_path(self.spec.paths, p, b, name)
+                                for (p, b, _), name in self._names.items())
         if not self.spec.create_dir:
-            check_job_alive(self.file_io, self.spec.staging_dir)
-        for (partition, bucket), rows in _groups(data, list(self.spec.layout.partition_keys)):
+            check_job_alive(self.file_io, self.spec.staging_dir, written=self._intent_paths())
+        for (partition, bucket), rows in groups:
             if self.keyed.has_primary_key:
                 self._write_run(rows, partition, bucket, flush)
             else:
                 rows = rows.take(pc.sort_indices(rows, [(_ORDER, "ascending")])).select(self.schema.names)
                 self._write_file(rows, self.schema, partition, bucket, flush, "data")
+
+    def _kinds_written(self) -> tuple[str, ...]:
+        if self.keyed.has_primary_key and self.keyed.changelog_producer == "input":
+            return ("data", "changelog")
+        return ("data",)
+
+    def _file_name(self, kind: str, flush: int) -> str:
+        # Named so that name order is write order (partition id, flush): readers that read a
+        # snapshot's files of one bucket in name order (the changelog) see the later ones last.
+        return f"{kind}-{self.partition_id:08x}-{flush:06x}-{uuid.uuid4().hex[:20]}-0.parquet"
+
+    def _intent_paths(self) -> list[str]:
+        return [self.intent.path] if self.intent is not None else []
 
     def _write_run(self, rows: pa.Table, partition: tuple, bucket: int, flush: int) -> None:
         keyed = self.keyed
@@ -192,8 +215,14 @@ class KeyedTaskWriter:
 
     def _write_file(self, rows: pa.Table, schema: pa.Schema, partition: tuple, bucket: int, flush: int,
                     kind: str) -> None:
-        path = f"{self.spec.staging_dir}/{self.prefix}-{uuid.uuid4().hex}.parquet"
-        stream = self.file_io.new_output_stream(path)
+        if self.intent is not None:
+            name = self._names[(partition, bucket, kind)]
+            path = intents.data_file_path(self.spec.paths, partition, bucket, name)
+            stream = storage.new_output(self.file_io, path)
+        else:
+            name = self._file_name(kind, flush)
+            path = f"{self.spec.staging_dir}/{self.prefix}-{uuid.uuid4().hex}.parquet"
+            stream = self.file_io.new_output_stream(path)
         self._paths.append(path)
         try:
             writer = pq.ParquetWriter(stream, schema, compression=self.spec.compression,
@@ -206,7 +235,7 @@ class KeyedTaskWriter:
         finally:
             stream.close()
         if not self.spec.create_dir:  # a batch job aborted meanwhile: what this task wrote goes
-            check_job_alive(self.file_io, self.spec.staging_dir, written=self._paths)
+            check_job_alive(self.file_io, self.spec.staging_dir, written=self._paths + self._intent_paths())
         metadata = getattr(getattr(writer, "writer", None), "metadata", None)  # the footer written
         if metadata is None:
             with self.file_io.new_input_stream(path) as source:
@@ -215,10 +244,9 @@ class KeyedTaskWriter:
                                   file_size=size)
         staged.bucket = bucket
         staged.changelog = kind == "changelog"
-        # Named so that name order is write order (partition id, flush): readers that read a
-        # snapshot's files of one bucket in name order (the changelog) see the later ones last.
-        name = f"{kind}-{self.partition_id:08x}-{flush:06x}-{uuid.uuid4().hex[:20]}-0.parquet"
         staged.meta = dataclasses.replace(staged.meta, file_name=name)
+        if self.intent is not None:
+            staged.staged_path = None  # already at its table path
         if self.keyed.has_primary_key:
             staged = _key_value_meta(staged, rows, self.spec.layout, self.keyed, metadata)
         self._files.append(staged)
@@ -229,7 +257,7 @@ class KeyedTaskWriter:
         return list(self._files)
 
     def abort(self) -> None:
-        for path in self._paths:
+        for path in self._paths + self._intent_paths():
             self.file_io.delete_quietly(path)
 
 

@@ -1,7 +1,12 @@
-"""What a Spark task of the Spark-native path does: Arrow batches → staged Parquet files."""
+"""What a Spark task of the Spark-native path does: Arrow batches → Parquet data files.
+
+Files go into the job's staging directory (the commit moves them into the table), or, when
+the spec carries the table's path factory (`write.in-place`, the default on object stores),
+straight to their table paths, each named in the attempt's intent first (paimon.intents)."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass, field
 
@@ -10,11 +15,12 @@ import pyarrow.parquet as pq
 
 from .. import storage
 from ..errors import JobAbortedError
-from ..paimon import parquet_layout
-from ..paimon.datafiles import StagedFile, TableLayout, describe_parquet
+from ..paimon import intents, parquet_layout
+from ..paimon.datafiles import StagedFile, TableLayout, describe_parquet, new_data_file_name
 from .arrow import conform, split_by_partition
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+UNAWARE_BUCKET = 0  # unaware-bucket append tables keep all files in bucket-0
 # A batch job's driver writes this into the job's staging directory; the job's abort removes the
 # directory, marker included. A task still running after the abort (Spark aborts as soon as the
 # job fails, while its other tasks are being killed) finds it gone and removes what it wrote.
@@ -37,6 +43,9 @@ class TaskSpec:
     # Batch jobs: the driver creates the staging directory and abort removes it, so a
     # task still running after an abort (a zombie of a cancelled job) must not recreate it.
     create_dir: bool = True
+    # In place (paimon.intents): the table's path factory; files are written at their table
+    # paths and named in the attempt's intent first. None: files are staged and moved at commit.
+    paths: object = None
 
 
 @dataclass
@@ -48,6 +57,7 @@ class _OpenFile:
     buffer: list = field(default_factory=list)
     buffered_rows: int = 0
     buffered_bytes: int = 0
+    name: str | None = None  # written in place: its data file name (else staged, named at commit)
 
     def flush(self) -> None:
         if self.buffer:
@@ -67,8 +77,11 @@ class StagingWriter:
     def __post_init__(self):
         self.schema = self.spec.layout.arrow_schema()
         self.file_io = storage.file_io(self.spec.staging_dir, self.spec.fs_options)
+        self.intent = (intents.Intent(self.file_io, self.spec.staging_dir, self.prefix)
+                       if self.spec.paths is not None else None)
         if self.spec.create_dir:
-            self.file_io.check_or_mkdirs(self.spec.staging_dir)
+            if self.intent is None or storage.is_local(self.spec.staging_dir):
+                self.file_io.check_or_mkdirs(self.spec.staging_dir)  # object stores need no directories
         else:
             check_job_alive(self.file_io, self.spec.staging_dir)
 
@@ -91,32 +104,53 @@ class StagingWriter:
                 self._close(partition)
 
     def _new_file(self, partition: tuple) -> _OpenFile:
-        path = f"{self.spec.staging_dir}/{self.prefix}-{uuid.uuid4().hex}.parquet"
+        name = None
+        if self.intent is not None:
+            name = new_data_file_name()
+            path = intents.data_file_path(self.spec.paths, partition, UNAWARE_BUCKET, name)
+            self.intent.declare([path])  # before a byte of it exists: whoever cleans up finds it
+        else:
+            path = f"{self.spec.staging_dir}/{self.prefix}-{uuid.uuid4().hex}.parquet"
         if not self.spec.create_dir:
-            check_job_alive(self.file_io, self.spec.staging_dir)
-        stream = self.file_io.new_output_stream(path)
+            check_job_alive(self.file_io, self.spec.staging_dir, written=self._intent_paths())
+        stream = (storage.new_output(self.file_io, path) if self.intent is not None
+                  else self.file_io.new_output_stream(path))
         # Laid out as Paimon's Java writer does, so that every Paimon reader accepts it.
         writer = pq.ParquetWriter(stream, self.schema, compression=self.spec.compression,
                                   **parquet_layout.writer_options(self.schema))
-        opened = _OpenFile(path, writer, partition)
+        opened = _OpenFile(path, writer, partition, name=name)
         opened.stream = stream
         self._open[partition] = opened
         return opened
+
+    def _intent_paths(self) -> list[str]:
+        return [self.intent.path] if self.intent is not None else []
 
     def _close(self, partition: tuple) -> None:
         opened = self._open.pop(partition)
         opened.flush()
         opened.writer.close()
+        size = opened.stream.tell()
         opened.stream.close()
-        self._done.append((opened.path, opened.partition))
+        metadata = getattr(getattr(opened.writer, "writer", None), "metadata", None)  # the footer written
+        self._done.append((opened.path, opened.partition, opened.name, metadata, size))
         if not self.spec.create_dir:
-            check_job_alive(self.file_io, self.spec.staging_dir, written=[p for p, _ in self._done])
+            check_job_alive(self.file_io, self.spec.staging_dir,
+                            written=[d[0] for d in self._done] + self._intent_paths())
 
     def finish(self) -> list[StagedFile]:
         for partition in list(self._open):
             self._close(partition)
-        return [describe_parquet(path, self.spec.layout, self.file_io, partition=partition)
-                for path, partition in self._done]
+        out = []
+        for path, partition, name, metadata, size in self._done:
+            # Described from the footer just written: no read of the file back from the store.
+            staged = describe_parquet(path, self.spec.layout, self.file_io, partition=partition,
+                                      metadata=metadata, file_size=size if metadata is not None else None)
+            if name is not None:  # written in place: already at its table path, under this name
+                staged.meta = dataclasses.replace(staged.meta, file_name=name)
+                staged.staged_path = None
+            out.append(staged)
+        return out
 
     def abort(self) -> None:
         for opened in self._open.values():
@@ -126,7 +160,9 @@ class StagingWriter:
             except Exception:
                 pass
             self.file_io.delete_quietly(opened.path)
-        for path, _ in self._done:
+        for path, *_ in self._done:
+            self.file_io.delete_quietly(path)
+        for path in self._intent_paths():  # everything it named is gone
             self.file_io.delete_quietly(path)
 
 

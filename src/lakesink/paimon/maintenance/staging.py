@@ -17,6 +17,9 @@ table, and removes the staging when the job ends. A killed job leaves it:
 * `<table>/_lakesink/staging/<12 hex>-compact`: compaction. Of a streaming
   query's aggregator (its commit user is known): as pending batches. Of a
   `lakesink compact` run: by age.
+* Data files written in place (`write.in-place`, the default on object stores) lie in
+  the table's directories; the staging's intents name them. Before a directory is
+  removed, the files its intents name that no retained snapshot or tag lists go.
 * `<database>/.<table>.lakesink-staging-<token>`: a CREATE/REPLACE TABLE AS
   that did not publish. Removed when its process on this host is gone or it is
   older than `older_than` (`lakesink.clean_staging`'s rule).
@@ -34,7 +37,7 @@ from dataclasses import dataclass
 
 from ... import storage
 from ...errors import NotAPaimonTableError
-from .. import identity, staged, tables
+from .. import identity, intents, staged, tables
 
 _BATCH_JOB = re.compile(r"^[0-9a-f]{16}$")
 _STREAM_BATCH = re.compile(r"^([0-9a-f]{12})-b(\d+)$")
@@ -72,10 +75,33 @@ def clean_staging(path: str, older_than: dt.timedelta = dt.timedelta(days=1), dr
             out += _staged_tables(local, None, older_than, now)  # a database directory
     if not dry_run:
         io = storage.file_io(path, fs_options)
+        referenced = None
         for entry in out:
-            if entry.remove:
-                io.delete_directory_quietly(entry.path)
+            if not entry.remove:
+                continue
+            if entry.kind != "staged-table":
+                named = intents.read_intents(entry.path, fs_options)
+                if named:  # files written in place by the staging's job: those no snapshot needs go
+                    if referenced is None:
+                        referenced = _referenced_names(path, fs_options)
+                    intents.delete_named(named, lambda p: os.path.basename(p) in referenced, fs_options)
+            io.delete_directory_quietly(entry.path)
     return out
+
+
+def _referenced_names(path: str, fs_options: dict | None) -> set[str]:
+    """Names of the data files any retained snapshot or tag of the table lists. Which job a
+    staging directory belonged to, and whether it landed, may be unknown here (a one-off
+    user's marker is dropped after its commit): any reference keeps a file."""
+    from .metadata import Metadata, list_tags
+    try:
+        table = tables.open_table(path, fs_options)
+    except NotAPaimonTableError:
+        table = None
+    if table is None:
+        return set()
+    snapshots = list(table.snapshot_manager().list_snapshots()) + list(list_tags(table).values())
+    return {os.path.basename(p) for p in Metadata(table).referenced(snapshots)}
 
 
 def _job_staging(path: str, cutoff: float, older_than: dt.timedelta, include_pending: bool,
