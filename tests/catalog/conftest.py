@@ -47,8 +47,12 @@ def forget_postgres_catalog(options: dict) -> None:
         return
     import psycopg
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        for table in ("paimon_tables", "paimon_database_properties", "paimon_table_properties"):
-            conn.execute(f"DELETE FROM {table} WHERE catalog_key = %s", (options["catalog-key"],))
+        for table in ("paimon_tables", "paimon_database_properties", "paimon_table_properties",
+                      "lakesink_staged_tables"):
+            try:
+                conn.execute(f"DELETE FROM {table} WHERE catalog_key = %s", (options["catalog-key"],))
+            except psycopg.errors.UndefinedTable:
+                pass  # lakesink's reservations: created on first CREATE TABLE AS on an object store
 
 
 @pytest.fixture(params=KINDS)
@@ -96,3 +100,18 @@ def commit_rows(path: str, ids, user: str = "test") -> None:
     pq.write_table(data, os.path.join(staged_dir, "f.parquet"))
     files = [describe_parquet(os.path.join(staged_dir, "f.parquet"), TableLayout.of(table), table.file_io)]
     Committer(target, user).commit(1, files)
+
+
+def write_rows(path: str, ids, fs_options: dict | None = None) -> None:
+    """Create the table at `path` if needed and commit `ids` with pypaimon's own writer (any storage)."""
+    from lakesink.paimon import tables
+
+    data = pa.table({"id": pa.array(ids, pa.int64())})
+    table = tables.open_table(path, fs_options) or tables.create_table(path, data.schema, [], [], {"bucket": "-1"},
+                                                                       fs_options)
+    builder = table.new_batch_write_builder()
+    write, commit = builder.new_write(), builder.new_commit()
+    write.write_arrow(data)
+    commit.commit(write.prepare_commit())
+    write.close()
+    commit.close()

@@ -13,7 +13,7 @@ import time
 from lakesink.paimon.catalog import open_catalog
 from lakesink.paimon.catalog_staged import stage_table
 from lakesink.protocol.staging import run_staged
-from tests.catalog.conftest import commit_rows
+from tests.catalog.conftest import commit_rows, write_rows
 
 
 def main(options: dict, name: str, where: str) -> None:
@@ -21,7 +21,10 @@ def main(options: dict, name: str, where: str) -> None:
     staged = stage_table(catalog.resolve(name, "create"), catalog)
 
     def job():
-        commit_rows(staged.staging_path, [1, 2, 3])
+        if "://" in staged.staging_path:  # an object store: written in place with pypaimon
+            write_rows(staged.staging_path, [1, 2, 3], catalog.config.fs_options)
+        else:
+            commit_rows(staged.staging_path, [1, 2, 3])
         print("READY", staged.staging_path, flush=True)
         if where == "job":
             time.sleep(600)

@@ -39,7 +39,7 @@ from .. import storage
 from ..errors import (AmbiguousTableNameError, CatalogInconsistencyError, CommitStateUnknownError,
                       ConfigurationError, DatabaseConnectionError, DatabaseNotFoundError,
                       NotAPaimonTableError, TableNotFoundError)
-from . import catalog_lock, tables
+from . import catalog_lock, reservations, tables
 from .staged import MARKER as STAGED_MARKER
 from .staged import STAGING_INFIX, abandoned, clean_staging, local_dir, read_marker
 
@@ -302,13 +302,15 @@ class Catalog:
     def __repr__(self) -> str:
         return f"<lakesink catalog: {self.config.describe()}>"
 
-    def _call(self, method: str, *args):
+    def _call(self, method, *args):
         """pypaimon's `method` under the lock. JDBC: its implicit read transaction is ended (no
         connection idles in a transaction); a dropped connection is opened again once; a database
         error becomes a `DatabaseConnectionError`."""
         with self._lock:
             for attempt in (1, 2):
                 try:
+                    if callable(method):  # a function of the pypaimon catalog, under the same rules
+                        return method(self._paimon)
                     return getattr(self._paimon, method)(*args)
                 except Exception as exc:
                     if not (self.is_jdbc and _is_driver_error(exc)):
@@ -382,6 +384,11 @@ class Catalog:
     def _exists(self, name: TableName, path: str, purpose: str) -> bool:
         """Whether the catalog holds the table, checked against the storage."""
         fs = self.config.fs_options or None
+        if reservations.applies(self.config) and not self.is_registered(name):
+            held = self._call(lambda paimon: reservations.find(paimon, name.database, name.table))
+            if held is not None:  # being created in place: no table yet (refused to readers and writers)
+                reservations.refuse(held, str(name), self.config.describe(), purpose)
+                return False
         try:
             on_storage = tables.open_table(path, fs) is not None
         except NotAPaimonTableError as exc:
@@ -498,7 +505,11 @@ class Catalog:
         if not self.is_jdbc:
             return True
         with self._lock:
-            return insert_entry(self._paimon, name, schema, self.config)
+            guard = None
+            if reservations.applies(self.config):  # a CREATE TABLE AS may hold the name
+                guard = reservations.registration_guard(self._paimon, name.database, name.table,
+                                                        self.config.describe())
+            return insert_entry(self._paimon, name, schema, self.config, inside=guard)
 
     def open(self, name: str):
         """The table as a pypaimon `FileStoreTable` (through the checks of `resolve`)."""
@@ -633,6 +644,8 @@ def clean_catalog_staging(catalog: Catalog, older_than_s: float = 3600.0, dry_ru
     """What interrupted CREATE TABLE AS jobs left in the catalog's databases: hidden staged tables
     whose job is gone, and (JDBC) tables moved in place whose row never committed. A marker left in
     a table that did enter the catalog is removed too (it is not listed)."""
+    if reservations.applies(catalog.config):  # object store: CREATE TABLE AS reserved names (catalog_inplace)
+        return reservations.clean(catalog, older_than_s, dry_run)
     removed = []
     for database in catalog.list_databases():
         directory = local_dir(catalog.database_path(database))

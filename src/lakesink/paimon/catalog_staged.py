@@ -16,8 +16,10 @@
   REPLACE: the row stays; the directories are exchanged atomically
   (`renameat2`), then the table's properties are rewritten.
 
-Atomicity needs a local or POSIX warehouse (the move is a directory rename),
-as for path tables; see docs/catalogs.md for object stores.
+A JDBC catalog whose warehouse is on an object store cannot move a directory:
+there the table is written in place under a name reservation in the catalog
+database (catalog_inplace.py). A filesystem catalog or a path on an object
+store needs `ctas.atomicity-enabled=false`.
 """
 
 from __future__ import annotations
@@ -29,15 +31,23 @@ import shutil
 from ..errors import CatalogInconsistencyError, TableAlreadyExistsError
 from ..protocol import crashpoints
 from ..protocol.staging import StagedTable
-from . import tables
+from . import reservations, tables
 from .catalog import (Catalog, ResolvedTable, TableName, connect, insert_entry, unlink_quietly,
                       update_properties)
+from .catalog_inplace import InPlaceCreate, InPlaceReplace
 from .staged import MARKER, PaimonStagedTable, exchange, read_marker
 
 
 def stage_table(resolved: ResolvedTable, catalog: Catalog | None, replace: bool = False,
-                if_not_exists: bool = False) -> StagedTable:
-    """The staged table for a CREATE / REPLACE TABLE AS of `resolved` (a path or a name)."""
+                if_not_exists: bool = False, incoming=None, partition_by=(), primary_key=()) -> StagedTable:
+    """The staged table for a CREATE / REPLACE TABLE AS of `resolved` (a path or a name).
+
+    `incoming` (the DataFrame's Arrow schema), `partition_by` and `primary_key` are checked by a
+    REPLACE in place (catalog_inplace.py) before anything is written."""
+    if resolved.name is not None and catalog is not None and reservations.applies(catalog.config):
+        if replace and resolved.exists:
+            return InPlaceReplace(catalog, resolved.name, resolved.path, incoming, partition_by, primary_key)
+        return InPlaceCreate(catalog, resolved.name, resolved.path, if_not_exists)
     if resolved.name is not None and catalog is not None and catalog.is_jdbc:
         return JdbcStagedTable(catalog, resolved.name, resolved.path, replace, if_not_exists)
     return PaimonStagedTable(resolved.path, replace=replace, if_not_exists=if_not_exists)

@@ -19,6 +19,10 @@ T = TypeVar("T")
 
 
 class StagedTable(ABC):
+    # How the job writes `staging_path`: "append" into a new table, or "overwrite" when the staged
+    # table is the existing table itself (a REPLACE that can only be one OVERWRITE snapshot).
+    write_mode = "append"
+
     @abstractmethod
     def begin(self) -> None:
         """Reserve the staging location; fail early if the table may not be created."""

@@ -7,12 +7,15 @@ import threading
 from collections.abc import Iterable, Mapping
 
 from .. import options as registry
-from ..errors import ConfigurationError
+from .. import storage
+from ..errors import ConfigurationError, UnsupportedTableError
 from ..paimon.catalog_staged import stage_table
 from ..protocol import CommitReport
 from ..protocol.staging import Terminated, run_staged
 from .catalog import resolve_for, session_catalog
+from .arrow import spark_to_arrow
 from .fastpath import write as fast_write
+from .output import check_spark_can_write
 from .session import FORMAT, activate, is_connect
 
 ATOMICITY_OPTION = "ctas.atomicity-enabled"
@@ -55,15 +58,26 @@ def _run(df, path, partition_by, options, replace, if_not_exists, via):
         return _write(df, path, partition_by, options, "overwrite" if replace else "append", via)
     resolved = resolve_for(df.sparkSession, path, "create")  # a path, or a name in the session's catalog
     # By name, the table enters the catalog only at commit (FLIP-305): the catalog's staged table.
-    staged = stage_table(resolved, session_catalog(df.sparkSession) if resolved.name else None,
-                         replace=replace, if_not_exists=if_not_exists)
+    catalog = session_catalog(df.sparkSession) if resolved.name else None
+    primary_key = [k.strip() for k in str(options.get("primary-key", "")).split(",") if k.strip()]
+    staged = stage_table(resolved, catalog, replace=replace, if_not_exists=if_not_exists,
+                         incoming=spark_to_arrow(df.schema), partition_by=list(partition_by or []),
+                         primary_key=primary_key)
+    if via == "fast" and not storage.is_local(staged.staging_path):  # Spark itself may have no S3 file system
+        try:
+            check_spark_can_write(df.sparkSession, staged.staging_path, "create_table_as")
+        except UnsupportedTableError as exc:
+            raise UnsupportedTableError(f"{exc} For create_table_as / replace_table_as pass via='native'. "
+                                        "Nothing was written.", table=str(resolved)) from None
     options = resolved.with_fs_options(options)
+    if staged.write_mode == "overwrite":  # the whole table, whatever the session's overwrite mode
+        options["partitionOverwriteMode"] = "static"
     # Background maintenance must not touch the staging directory while it is renamed.
     options["maintenance.enabled"] = "false"
 
     def job():
         try:
-            return _write(df, staged.staging_path, partition_by, options, "append", via)
+            return _write(df, staged.staging_path, partition_by, options, staged.write_mode, via)
         except Terminated:
             # Don't leave tasks writing into staging. Not from this thread: its py4j
             # connection still waits for the interrupted call's answer (the whole job).
