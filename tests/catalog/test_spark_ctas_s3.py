@@ -100,3 +100,31 @@ def test_replace_table_as_with_another_schema_is_refused_and_nothing_changes(spa
     with pytest.raises(SchemaMismatchError, match=r"partition keys \[\] instead of \['dt'\]"):
         lakesink.replace_table_as(_df(spark, 2), "shop.daily", via="native")
     assert _objects(s3, cat) == before and sorted(_read(cat).column("id").to_pylist()) == [0, 1, 2, 3]
+
+
+def test_a_spark_driver_killed_before_the_snapshot_leaves_no_entry_and_clean_staging_removes_its_files(
+        spark, cat, s3, tmp_path):
+    """SIGKILL of the whole driver (JVM, Python workers, commit process) once every task has written
+    its files in place and before the snapshot: the name stays out of the catalog (refused by
+    name), its reservation stays, and clean_staging removes the files and the reservation."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from lakesink.errors import TableNotFoundError
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "LAKESINK_CRASH_AT": "tasks-done",
+           "LAKESINK_CRASH_COUNTER": str(tmp_path / "crash-counter")}
+    proc = subprocess.run([sys.executable, "-m", "tests.catalog.ctas_spark_child", json.dumps(cat.config.options),
+                           "shop.daily"], env=env, capture_output=True, text=True, timeout=600,
+                          start_new_session=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    assert cat.list_tables("shop") == [] and len(_reserved(cat)) == 1 and _objects(s3, cat)
+    with pytest.raises(TableNotFoundError, match="being created"):
+        lakesink.read(spark, "shop.daily")
+    assert cat.clean_staging() == [cat.location("shop.daily")]
+    assert _objects(s3, cat) == [] and _reserved(cat) == [] and cat.list_tables("shop") == []
+    lakesink.create_table_as(_df(spark, 3), "shop.daily", via="native")
+    assert sorted(_read(cat).column("id").to_pylist()) == [0, 1, 2]
