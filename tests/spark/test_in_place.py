@@ -156,3 +156,16 @@ def test_a_job_on_s3_copies_none_of_its_files_and_its_metadata_writes_do_not_gro
     assert small[0]["COPY"] == large[0]["COPY"] == 0
     assert small[1] == large[1], "snapshot and manifest requests grew with the files"
     assert measured["staged", 50][0]["COPY"] - measured["staged", 5][0]["COPY"] == 45
+
+
+def test_a_keyed_table_written_in_place_merges_updates_and_keeps_no_stray_file(spark, table_path):
+    keyed = {"primary-key": "id", "bucket": "2", "changelog-producer": "input"}
+    _write(spark.createDataFrame([(i, f"v1-{i}") for i in range(20)], "id long, name string").repartition(2),
+           table_path, **keyed)
+    _write(spark.createDataFrame([(i, f"v2-{i}") for i in range(0, 20, 2)], "id long, name string")
+           .repartition(2), table_path, **keyed)
+    rows = {r["id"]: r["name"] for r in read_table(table_path).to_pylist()}
+    assert rows == {i: (f"v2-{i}" if i % 2 == 0 else f"v1-{i}") for i in range(20)}
+    files = data_files_on_disk(table_path)
+    assert any("/bucket-1/changelog-" in p for p in files) and any("/bucket-0/data-" in p for p in files)
+    assert leftover_files(table_path) == set()
