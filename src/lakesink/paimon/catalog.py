@@ -21,7 +21,8 @@ dropping). lakesink adds what pypaimon's JDBC catalog cannot do safely: it
 registers a table lakesink has created with one INSERT that tolerates a
 concurrent registration (pypaimon's `create_table` deletes the table directory
 when its INSERT fails, which under a race is the winner's table), and it
-publishes staged CREATE TABLE AS (catalog_staged.py).
+publishes staged CREATE TABLE AS (catalog_staged.py; on an object store written
+in place under a name reservation, catalog_inplace.py and reservations.py).
 """
 
 from __future__ import annotations
