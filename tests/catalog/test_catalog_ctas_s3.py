@@ -245,3 +245,39 @@ def test_clean_staging_keeps_a_running_job_and_the_commit_of_a_job_judged_dead_f
             staged.abort()
             raise
     assert cat.list_tables("shop") == [] and _reserved(cat) == [] and _objects(s3, cat) == []
+
+
+def test_a_registration_racing_an_uncommitted_reservation_waits_for_it_and_then_refuses(cat, tmp_path):
+    """The write-skew case: a reservation INSERTed but not yet committed. A registration that only
+    SELECTed reservations would not see it (PostgreSQL's READ COMMITTED) and both would commit; the
+    guard's INSERT of the same key waits for the reservation's transaction, then fails."""
+    from lakesink.paimon.catalog import TableName, connect
+
+    write_rows(str(tmp_path / "other"), [1])
+    from lakesink.paimon import tables
+    schema = tables.open_table(str(tmp_path / "other")).table_schema
+    other = connect(cat.config)
+    reservations.ensure_table(other)
+    other.connection.execute(
+        f"INSERT INTO {reservations.TABLE} (catalog_key, database_name, table_name, token, location, host, pid, "
+        "created_at_ms, heartbeat_at_ms) VALUES (?, 'shop', 'daily', 'held', ?, 'h', 1, 0, 0)",
+        (other.catalog_key, cat.location("shop.daily")))  # not committed yet
+    outcome = []
+
+    def register():
+        try:
+            outcome.append(cat.register(TableName("shop", "daily"), schema))
+        except TableAlreadyExistsError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=register)
+    thread.start()
+    thread.join(timeout=1.5)
+    assert thread.is_alive() and outcome == []  # waiting on the reservation's key
+    other.connection.connection.commit()
+    thread.join(timeout=60)
+    assert len(outcome) == 1 and isinstance(outcome[0], TableAlreadyExistsError), outcome
+    assert cat.list_tables("shop") == []
+    other.connection.execute(f"DELETE FROM {reservations.TABLE} WHERE catalog_key = ?", (other.catalog_key,))
+    other.connection.connection.commit()
+    other.close()
