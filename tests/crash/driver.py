@@ -58,6 +58,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="read the source with one more (double) column, e.g. one its newer files gained")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="extra writer option (repeatable), e.g. aggregator.enabled=true")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra Spark conf of the driver's session (repeatable), e.g. spark.jars=...")
     return parser.parse_args(argv)
 
 
@@ -113,6 +115,7 @@ def run(args) -> int:
     spark = lakesink.session("lakesink-crash-driver", master="local[2,3]", conf={
         "spark.sql.shuffle.partitions": str(WRITER_PARTITIONS),
         "spark.sql.session.timeZone": "UTC",
+        **dict(item.split("=", 1) for item in args.conf),
     })
     spark.sparkContext.setLogLevel("ERROR")
     print(READY, flush=True)

@@ -272,9 +272,10 @@ def place(table, files: list[StagedFile], threads: int = 8) -> None:
             try:
                 file_io.filesystem.move(file_io.to_filesystem_path(staged.staged_path),
                                         file_io.to_filesystem_path(final))
-            except FileNotFoundError:
-                if not file_io.exists(final):  # moved by an earlier attempt of this commit?
-                    raise FileNotFoundError(staged.staged_path) from None
+            except OSError:  # pyarrow's S3 reports a missing source as a plain OSError (NO_SUCH_KEY)
+                if file_io.exists(staged.staged_path) or not file_io.exists(final):
+                    raise
+                # moved by an earlier attempt of this commit (a restore after a crash)
             return
         if file_io.exists(staged.staged_path):
             parent = final.rsplit("/", 1)[0]

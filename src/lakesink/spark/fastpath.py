@@ -17,7 +17,7 @@ from ..paimon.sink import BatchWrite
 from ..protocol import CommitReport, crashpoints
 from .arrow import spark_to_arrow
 from .catalog import resolve_for
-from .output import check_spark_can_write, ensure_micros_timestamps, list_parquet_files
+from .output import check_spark_can_write, ensure_micros_timestamps, list_parquet_files, spark_output
 from .rewrite import distributed
 
 PATH_NAME = "lakesink.write (fast path)"
@@ -77,7 +77,7 @@ def write_staged(df, job: BatchWrite) -> None:
     if hidden:
         writer = writer.partitionBy(*hidden)
     ensure_micros_timestamps(df.sparkSession)
-    writer.parquet(job.staging_dir)
+    spark_output(df.sparkSession, job.staging_dir, job.target.fs_options, PATH_NAME).write(writer)
 
 
 def _merge(options, partition_by, commit_user, commit_identifier, primary_key=None) -> dict:

@@ -14,7 +14,7 @@ from ..protocol import CommitReport, crashpoints
 from .arrow import spark_to_arrow
 from .keyed import keyed_frame, translate_error
 from .bucket import key_type
-from .output import check_spark_can_write, ensure_micros_timestamps, list_parquet_files
+from .output import check_spark_can_write, ensure_micros_timestamps, list_parquet_files, spark_output
 from .rewrite import distributed
 
 
@@ -49,8 +49,8 @@ def write_keyed_files(df, target, layout, spec, next_sequence, staging_dir: str,
     """Spark writes `df` as key-value files into `staging_dir`; their descriptions (one batch or job)."""
     frame, partition_columns = keyed_frame(df, spec, list(layout.fields), next_sequence)
     ensure_micros_timestamps(df.sparkSession)
-    (frame.write.mode("error").option("compression", compression)
-     .partitionBy(*partition_columns).parquet(staging_dir))
+    writer = frame.write.mode("error").option("compression", compression).partitionBy(*partition_columns)
+    spark_output(df.sparkSession, staging_dir, target.fs_options, "lakesink.write").write(writer)
     crashpoints.reached("tasks-done")
     return _describe(list_parquet_files(staging_dir, target.fs_options), layout, spec, target.file_io)
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from urllib.parse import urlparse
 
 from .. import storage
 from ..errors import UnsupportedTableError
-
 
 
 def list_parquet_files(directory: str, options: dict | None = None) -> list[str]:
@@ -26,24 +26,84 @@ def list_parquet_files(directory: str, options: dict | None = None) -> list[str]
     return sorted(out)
 
 
-def check_spark_can_write(spark, path: str, path_name: str) -> None:
-    """The fast path has Spark's JVM write the files: the table's storage needs a Hadoop
-    file system in Spark (the pip pyspark has none for s3a://, gs://, ...)."""
+# Spark's Hadoop S3A options for the same store as a table's storage options, first
+# key found wins (the spellings pypaimon accepts). Hadoop reads per-write options
+# given to DataFrameWriter, so nothing goes into the session's shared conf.
+_S3A_OPTIONS = (
+    ("fs.s3a.endpoint", ("fs.s3.endpoint", "s3.endpoint", "fs.s3a.endpoint")),
+    ("fs.s3a.access.key", ("fs.s3.accessKeyId", "s3.access-key", "s3.access.key", "fs.s3a.access.key")),
+    ("fs.s3a.secret.key", ("fs.s3.accessKeySecret", "s3.secret-key", "s3.secret.key", "fs.s3a.secret.key")),
+    ("fs.s3a.session.token", ("fs.s3.securityToken", "s3.session-token", "s3.session.token",
+                              "fs.s3a.session.token")),
+    ("fs.s3a.endpoint.region", ("fs.s3.region", "s3.region", "fs.s3a.endpoint.region")),
+    ("fs.s3a.path.style.access", ("s3.path-style-access", "fs.s3.path-style-access",
+                                  "s3.path.style.access", "fs.s3a.path.style.access")),
+)
+_S3_SCHEMES = ("s3", "s3a", "s3n")
+
+
+@dataclass(frozen=True)
+class SparkOutput:
+    """Where Spark's own writer puts a directory of the table's storage, and how it gets there."""
+
+    path: str                       # the directory as Spark's Hadoop file system names it
+    options: dict[str, str]         # per-write Hadoop options (DataFrameWriter.option)
+
+    def write(self, writer) -> None:
+        writer.options(**self.options).parquet(self.path)
+
+
+def spark_output(spark, path: str, fs_options: dict | None, path_name: str) -> SparkOutput:
+    """How Spark's JVM reaches `path`: as is when Spark has a Hadoop file system for its
+    scheme (local files, HDFS, EMR's s3://); an S3 path through Hadoop's S3A connector
+    when the cluster has one (hadoop-aws), with the table's endpoint and credentials
+    as that write's options. Refused, naming the alternatives, when Spark has neither."""
     scheme = urlparse(str(path)).scheme.lower()
     if scheme in ("", "file"):
-        return
-    try:
-        jvm = spark._jvm
-        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, spark._jsc.hadoopConfiguration())
-        return
-    except Exception as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return SparkOutput(str(path), {})
+    reason = _spark_file_system(spark, scheme)
+    if reason is None:
+        hadoop = _s3a_options(fs_options) if scheme == "s3a" else {}
+        return SparkOutput(str(path), hadoop)
+    if scheme in _S3_SCHEMES and _spark_file_system(spark, "s3a") is None:
+        return SparkOutput("s3a" + str(path)[len(scheme):], _s3a_options(fs_options))
     raise UnsupportedTableError(
         f"{path_name} cannot write {path}: Spark itself writes the files on this path and has no "
         f"file system for {scheme}:// ({reason}). Write with df.write.format('paimon') instead (its "
         "tasks write with pyarrow and reach object stores through the fs.s3.* options), or add the "
-        "storage's Hadoop connector (e.g. hadoop-aws) to Spark. See docs/storage.md."
+        "storage's Hadoop connector (hadoop-aws, for s3a://) to Spark. See docs/storage.md."
     )
+
+
+def check_spark_can_write(spark, path: str, path_name: str, fs_options: dict | None = None) -> None:
+    """Refuse before anything is written when Spark's writer cannot reach `path`."""
+    spark_output(spark, path, fs_options, path_name)
+
+
+def _spark_file_system(spark, scheme: str) -> str | None:
+    """None when Spark's JVM has a Hadoop file system for `scheme`, else why not."""
+    try:
+        spark._jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, spark._jsc.hadoopConfiguration())
+        return None
+    except Exception as exc:
+        text = str(exc).strip()
+        return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _s3a_options(fs_options: dict | None) -> dict[str, str]:
+    opts = {storage.canonical_key(str(k)): str(v) for k, v in (fs_options or {}).items()}
+    out = {}
+    for hadoop_key, keys in _S3A_OPTIONS:
+        value = next((opts[k] for k in keys if opts.get(k)), None)
+        if value is not None:
+            out[hadoop_key] = value
+    if "fs.s3a.access.key" in out:  # keys given: use them, not the cluster's provider chain
+        out["fs.s3a.aws.credentials.provider"] = (
+            "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider" if "fs.s3a.session.token" in out
+            else "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider")
+    if out.get("fs.s3a.endpoint", "").startswith("http://"):
+        out["fs.s3a.connection.ssl.enabled"] = "false"
+    return out
 
 
 def ensure_micros_timestamps(spark) -> None:

@@ -36,6 +36,7 @@ class _BatchJob:
 
     def __init__(self, sink: StreamSink, batch_id: int):
         self.layout = sink.layout
+        self.target = sink.target
         self.compression = sink.compression
         self.staging_dir = sink.staging_dir(batch_id)
 
