@@ -58,6 +58,7 @@ class State:
         self.fs_options: dict[str, str] = {}
         self.catalog: dict[str, str] = {}
         self.table: str | None = None
+        self.resolved = None  # the ResolvedTable of `table`
 
     @property
     def console(self) -> Console:
@@ -100,9 +101,14 @@ class State:
         A name (no `/`) resolves through `--catalog` as everywhere in lakesink (docs/catalogs.md)."""
         self.table = table
         from . import resolve_table
-        resolved = resolve_table(table, self.catalog or None)
+        resolved = self.resolved = resolve_table(table, self.catalog or None)
         fs = {**(resolved.fs_options or {}), **self.fs_options}
         return resolved.path, (fs or None)
+
+    def open_catalog(self):
+        """The catalog of `--catalog` (with `--option`'s storage options over its own)."""
+        from .paimon.catalog import open_catalog
+        return open_catalog({**self.catalog, **self.fs_options})
 
 
 def _console(stderr: bool) -> Console:
@@ -504,9 +510,11 @@ def remove_orphans(obj: State, table, older_than, dry_run):
 
 
 @cli.command("clean-staging", epilog=EXIT_CODES)
-@click.argument("table")
-@click.option("--older-than", type=_Duration(), default="1 d", show_default=True,
-              help="Staging changed more recently than this may belong to a running job: kept.")
+@click.argument("table", required=False)
+@click.option("--older-than", type=_Duration(), default=None, show_default="1 d; a reservation: 1 h",
+              help="Staging changed more recently than this may belong to a running job: kept. A CREATE "
+                   "TABLE AS reservation (JDBC catalog on an object store) is kept while its job beat "
+                   "more recently than this.")
 @click.option("--dry-run", is_flag=True, help="Show what would be removed, remove nothing.")
 @click.option("--include-pending", is_flag=True,
               help="Also remove (old) staging a stopped streaming query's checkpoint may still commit; "
@@ -514,18 +522,40 @@ def remove_orphans(obj: State, table, older_than, dry_run):
 @_common()
 @click.pass_obj
 def clean_staging(obj: State, table, older_than, dry_run, include_pending):
-    """Remove staging that failed or killed jobs left in (and beside) TABLE.
+    """Remove staging that failed or killed jobs left in (and beside) TABLE, or in the whole catalog.
 
     Covers batch jobs' and streams' staging in TABLE/_lakesink/staging and the staged tables of
     CREATE TABLE AS jobs beside TABLE (TABLE may not exist yet; a database directory cleans the
-    staged tables in it). Staging changed within --older-than is kept, as its job may still run
+    staged tables in it; a name through a JDBC catalog on an object store also its dead CREATE
+    TABLE AS reservation). Staging changed within --older-than is kept, as its job may still run
     (make it longer than any write job runs), and so is a stream's uncommitted micro-batch unless
-    --include-pending; a stream's committed batches go at once. Every directory found is listed
-    with the reason.
+    --include-pending; a stream's committed batches go at once. Without TABLE, with --catalog:
+    what dead CREATE TABLE AS jobs left in every database of the catalog. Every directory found
+    is listed with the reason.
     """
-    path, fs = obj.open(table)
-    entries = maintenance.clean_staging(path, older_than, dry_run=dry_run, include_pending=include_pending,
-                                        fs_options=fs)
+    from .paimon import reservations
+    from .paimon.maintenance import catalog_staging
+    # Jobs holding a reservation beat every 30 s, so its default is the sweeps' (1 h); other staging
+    # shows only its age.
+    beat = older_than or dt.timedelta(seconds=reservations.EXPIRY_S)
+    older_than = older_than or dt.timedelta(days=1)
+    if table is None:
+        if not obj.catalog:
+            raise click.UsageError("Give TABLE, or --catalog KEY=VALUE... without TABLE to clean what dead "
+                                   "CREATE TABLE AS jobs left in the whole catalog.")
+        if include_pending:
+            raise click.UsageError("--include-pending is about a table's streaming staging: give TABLE.")
+        entries = catalog_staging.clean_catalog(obj.open_catalog(), older_than, dry_run=dry_run, beat=beat)
+        title = "staging of the catalog"
+    else:
+        path, fs = obj.open(table)
+        entries = maintenance.clean_staging(path, older_than, dry_run=dry_run, include_pending=include_pending,
+                                            fs_options=fs)
+        name = obj.resolved.name if obj.resolved is not None else None
+        if name is not None:
+            entries += catalog_staging.clean_name(obj.open_catalog(), name.database, name.table, beat,
+                                                  dry_run=dry_run)
+        title = f"staging of {table}"
     removed = [e for e in entries if e.remove]
     rows = [{"path": e.path, "kind": e.kind, "modified_at": e.modified_at,
              "action": ("would remove" if dry_run else "removed") if e.remove else "kept", "reason": e.reason}
@@ -534,7 +564,7 @@ def clean_staging(obj: State, table, older_than, dry_run, include_pending):
             "entries": rows}
 
     def text(console):
-        _rows_text(rows, f"staging of {table}", ["action", "kind", "path", "modified_at", "reason"],
+        _rows_text(rows, title, ["action", "kind", "path", "modified_at", "reason"],
                    empty="no staging found")(console)
         verb = "would be removed" if dry_run else "removed"
         console.print(f"{len(removed)} staging director{'y' if len(removed) == 1 else 'ies'} {verb}, "

@@ -380,6 +380,8 @@ class Catalog:
                 raise TableNotFoundError(
                     f"Table {name} does not exist in the {self.config.describe()} (its tables: "
                     f"{', '.join(self.list_tables(name.database)) or 'none'}).", table=str(name))
+        if reservations.applies(self.config):  # for the sweep after its commits (maintenance/catalog_staging.py)
+            reservations.note(path, self.config)
         return ResolvedTable(path, name, exists, self.config.fs_options_of(name), self.config)
 
     def _exists(self, name: TableName, path: str, purpose: str) -> bool:

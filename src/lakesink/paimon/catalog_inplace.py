@@ -185,7 +185,10 @@ class InPlaceCreate(StagedTable):
                 return
             db, name = self._db(), self.name
             held = reservations.find(db, name.database, name.table)
-            if held is None or held.token != self.token:
+            if held is None:  # swept as abandoned, and the sweep is over: what it wrote since is ours
+                self._clear_after_sweep(db)
+                return
+            if held.token != self.token:
                 log.warning("CREATE TABLE AS of %s: its reservation was taken over; its files are the new "
                             "owner's to remove", name)
                 return
@@ -196,6 +199,18 @@ class InPlaceCreate(StagedTable):
             self._reserved = False
         finally:
             self._close()
+
+    def _clear_after_sweep(self, db) -> None:
+        """Our reservation was removed by a sweep that judged the job dead (its heartbeat stalled)
+        while it still wrote: take the name again, remove what is at the location, let it go."""
+        name = self.name
+        if reservations.reserve(db, name.database, name.table, self.token, self.path) != "reserved":
+            return  # the name entered the catalog or another CREATE TABLE AS holds it: not ours to clear
+        try:
+            reservations.delete_location(self.path, self.fs)
+        finally:
+            reservations.delete(db, name.database, name.table, self.token)
+            self._reserved = False
 
 
 class InPlaceReplace(StagedTable):

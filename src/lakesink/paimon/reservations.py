@@ -20,8 +20,14 @@ database (never in Paimon's tables, so no Paimon engine sees it):
   `HEARTBEAT_S`; a row whose process on this host is gone, or whose heartbeat is
   older than the threshold, is abandoned.
 * **claim**: whoever deletes a location's files first takes the row over with a
-  compare-and-set on `token` (a later CREATE TABLE AS, `clean_staging`), so two
-  cleaners, or a cleaner and a new creator, never delete each other's files.
+  compare-and-set on `token` and `heartbeat_at_ms` (a later CREATE TABLE AS,
+  `clean_staging`, the sweep after commits), so two cleaners, or a cleaner and a
+  new creator, never delete each other's files, and a beat that lands between a
+  cleaner's look and its claim keeps the row its job's.
+* **sweep** (`sweep`/`clean`): the catalog-wide removal of abandoned rows and
+  their locations' files, by the rule above with `EXPIRY_S` (1 h) unless told:
+  `Catalog.clean_staging()`, `lakesink clean-staging --catalog ...`, and the
+  maintenance after commits to the catalog's tables (maintenance/catalog_staging.py).
 
 Times are the clients' clocks (milliseconds since the epoch): thresholds of
 minutes to hours dwarf their skew.
@@ -45,6 +51,8 @@ log = logging.getLogger(__name__)
 
 TABLE = "lakesink_staged_tables"
 HEARTBEAT_S = 30.0
+# A reservation without a heartbeat for this long is abandoned (120 missed beats): the sweeps' default.
+EXPIRY_S = 3600.0
 _COLUMNS = "token, location, host, pid, created_at_ms, heartbeat_at_ms"
 _KEY = "catalog_key = ? AND database_name = ? AND table_name = ?"
 
@@ -204,15 +212,16 @@ def reserve(paimon, database: str, table: str, token: str, location: str) -> str
 
 
 def claim(paimon, old: Reservation, token: str) -> bool:
-    """Take `old` over (compare-and-set on its token); False when someone else changed it first."""
+    """Take `old` over (compare-and-set on its token and last heartbeat); False when someone else
+    changed it first, or its job beat since `old` was read (then it is alive after all)."""
     conn = paimon.connection
     now = _now_ms()
 
     def attempt():
         count = conn.execute(f"UPDATE {TABLE} SET token = ?, host = ?, pid = ?, created_at_ms = ?, "
-                             f"heartbeat_at_ms = ? WHERE {_KEY} AND token = ?",
+                             f"heartbeat_at_ms = ? WHERE {_KEY} AND token = ? AND heartbeat_at_ms = ?",
                              (token, socket.gethostname(), os.getpid(), now, now, paimon.catalog_key,
-                              old.database, old.table, old.token))
+                              old.database, old.table, old.token, old.heartbeat_at_ms))
         conn.connection.commit()
         return count == 1
 
@@ -259,8 +268,9 @@ def refuse(held: Reservation, name: str, where: str, purpose: str) -> None:
     may create (it would write into the table being created). Other purposes see no table."""
     if purpose not in ("read", "write"):
         return
-    hint = (" Its job looks dead: lakesink.catalog(spark).clean_staging() removes what it left."
-            if held.abandoned(3600.0)[0] else " It enters the catalog when that job commits.")
+    hint = (" Its job looks dead: lakesink.catalog(spark).clean_staging() (or `lakesink clean-staging "
+            "--catalog ...`, or the next commit to a table of this catalog) removes what it left."
+            if held.abandoned(EXPIRY_S)[0] else " It enters the catalog when that job commits.")
     text = f"Table {name} is being created by {held.describe()}; it is not in the {where} yet.{hint} " \
            "Nothing was changed."
     if purpose == "read":
@@ -346,29 +356,52 @@ def location_of(paimon, database: str, table: str) -> str:
     return storage.normalize(paimon.get_table_path(Identifier.create(database, table)))
 
 
-def clean(catalog, older_than_s: float = 3600.0, dry_run: bool = False) -> list[str]:
+@dataclass(frozen=True)
+class Swept:
+    """One reservation a sweep looked at: whether its location was (or, in a dry run, would be)
+    removed, and why."""
+
+    reservation: Reservation
+    location: str
+    removed: bool
+    reason: str
+
+
+def sweep(catalog, older_than_s: float = EXPIRY_S, dry_run: bool = False,
+          only: tuple[str, str] | None = None) -> list[Swept]:
     """Remove what abandoned CREATE TABLE AS jobs of `catalog` (a lakesink Catalog) left: their
-    locations' files, then their reservations. Returns the locations removed."""
-    removed = []
+    locations' files, then their reservations (of name `only`, a (database, table), if given).
+    A reservation is abandoned by `Reservation.abandoned`: its process on this host is gone, or it
+    has not beaten for `older_than_s`; a live job beats every `HEARTBEAT_S`."""
+    out = []
     fs = catalog.config.fs_options or None
-    for held in catalog._call(list_all):
+    if only is not None:
+        found = catalog._call(lambda paimon: find(paimon, *only))
+        held_rows = [] if found is None else [found]
+    else:
+        held_rows = catalog._call(list_all)
+    for held in held_rows:
         if held.token.startswith("register-"):
             continue  # a registration's guard row: never committed, seen only by a dirty read
         dead, why = held.abandoned(older_than_s)
+        expected = catalog._call(lambda paimon: location_of(paimon, held.database, held.table))
         if not dead:
             log.info("keeping the reservation of %s.%s: %s", held.database, held.table, why)
+            out.append(Swept(held, expected, False, f"kept: {why}"))
             continue
-        expected = catalog._call(lambda paimon: location_of(paimon, held.database, held.table))
         if storage.normalize(held.location) != expected:
-            log.warning("keeping the reservation of %s.%s: its location %s is not the catalog's %s",
-                        held.database, held.table, held.location, expected)
+            why = f"kept: its location {held.location} is not the catalog's {expected}"
+            log.warning("keeping the reservation of %s.%s: %s", held.database, held.table, why)
+            out.append(Swept(held, expected, False, why))
             continue
-        removed.append(expected)
         if dry_run:
+            out.append(Swept(held, expected, True, why))
             continue
         token = new_token()
         if not catalog._call(lambda paimon: claim(paimon, held, token)):
-            removed.pop()  # another cleaner or a new CREATE TABLE AS took it over first
+            # another cleaner or a new CREATE TABLE AS took it over first, or its job beat meanwhile
+            out.append(Swept(held, expected, False, "kept: changed while looked at (taken over, or its "
+                             "job beat again)"))
             continue
         # A row in paimon_tables despite the reservation: an engine that ignores reservations created
         # the table there; its files stay.
@@ -376,4 +409,26 @@ def clean(catalog, older_than_s: float = 3600.0, dry_run: bool = False) -> list[
             delete_location(expected, fs)
         catalog._call(lambda paimon: delete(paimon, held.database, held.table, token))
         log.info("removed %s (CREATE TABLE AS of %s.%s: %s)", expected, held.database, held.table, why)
-    return removed
+        out.append(Swept(held, expected, True, why))
+    return out
+
+
+def clean(catalog, older_than_s: float = EXPIRY_S, dry_run: bool = False) -> list[str]:
+    """`sweep`'s removed locations."""
+    return [s.location for s in sweep(catalog, older_than_s, dry_run) if s.removed]
+
+
+# Table paths resolved by name in this process, with their catalog (where reservations apply):
+# how the maintenance after a commit finds the catalog whose reservations it sweeps.
+_resolved: dict[str, object] = {}
+
+
+def note(path: str, config) -> None:
+    """Name resolution found table `path` in catalog `config` (a CatalogConfig)."""
+    if _resolved.get(path) != config:
+        _resolved[path] = config
+
+
+def noted(path: str):
+    """The catalog in which this process resolved a name to `path`, if any."""
+    return _resolved.get(storage.normalize(path))

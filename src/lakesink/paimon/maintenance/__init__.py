@@ -9,7 +9,10 @@ table in this process and one run at a time, does, with Paimon's options:
   `partition.timestamp-pattern`) as an OVERWRITE commit dropping the partitions;
 * snapshot expiry (`snapshot.num-retained.min` 10, `snapshot.num-retained.max`
   unlimited, `snapshot.time-retained` 1 h, `snapshot.expire.limit` 50 per run);
-* consumer expiry (`consumer.expiration-time`).
+* consumer expiry (`consumer.expiration-time`);
+* for a table of a JDBC catalog on an object store: that catalog's dead CREATE
+  TABLE AS reservations and their files, at most every 10 min per process
+  (catalog_staging.py).
 
 A failure is logged and stored in `_lakesink/maintenance-failure.json`; the next
 commit to the table (from any process) raises it as `MaintenanceError`.

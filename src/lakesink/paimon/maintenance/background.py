@@ -12,6 +12,7 @@ import time
 from ... import storage
 from ...errors import InvalidOptionError, MaintenanceError
 from .. import tables
+from . import catalog_staging
 from .expiry import expire_snapshots
 from .metadata import MaintenanceOptions, table_of
 from .retention import create_automatic_tags, expire_consumers, expire_partitions, expire_tags_by_time
@@ -99,7 +100,8 @@ def maintenance_for(path: str, fs_options: dict | None = None) -> Maintenance:
 
 
 def after_commit(path: str, table, report=None, fs_options: dict | None = None) -> None:
-    """Called by PaimonTarget after each successful commit: start background maintenance."""
+    """Called by PaimonTarget after each successful commit: start background maintenance (and,
+    for a table of a JDBC catalog on an object store, the catalog's sweep when due)."""
     try:
         if not MaintenanceOptions.of(table).enabled:
             return
@@ -107,6 +109,7 @@ def after_commit(path: str, table, report=None, fs_options: dict | None = None) 
         record_failure(storage.normalize(path), exc, fs_options)
         return
     maintenance_for(path, fs_options).trigger()
+    catalog_staging.after_commit(path, fs_options)  # the table's catalog: dead CTAS reservations, when due
 
 
 def record_failure(path: str, exc: BaseException, fs_options: dict | None = None) -> None:
