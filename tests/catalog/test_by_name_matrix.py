@@ -80,3 +80,18 @@ def test_a_table_by_name_is_created_written_read_and_inspected_in_every_catalog_
         by_name = _cli(command, "shop.orders", *catalog)
         assert by_name == _cli(command, first.path, *storage) and by_name
     assert _cli("clean-staging", *catalog)["entries"] == []  # nothing dead in the catalog
+
+
+def test_create_table_as_through_a_filesystem_catalog_on_s3_is_refused_before_anything_is_written(s3_server):
+    """Neither a rename nor a catalog database could publish it (docs/catalogs.md, not done yet)."""
+    from lakesink.errors import ConfigurationError
+    from lakesink.paimon.catalog_staged import stage_table
+
+    warehouse = f"s3://{BUCKET}/wh-{uuid.uuid4().hex[:8]}"
+    cat = lakesink.catalog({**s3_server.fs_options(), "warehouse": warehouse})
+    cat.create_database("shop")
+    with pytest.raises(ConfigurationError, match="ctas.atomicity-enabled=false"):
+        stage_table(cat.resolve("shop.daily", "create"), cat).begin()
+    listed = s3_server.client().list_objects_v2(Bucket=BUCKET, Prefix=warehouse[len(f"s3://{BUCKET}/"):] + "/")
+    assert not [o["Key"] for o in listed.get("Contents", []) if "/shop.db/daily" in o["Key"]]
+    assert cat.list_tables("shop") == []
