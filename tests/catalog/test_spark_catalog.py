@@ -13,7 +13,7 @@ import lakesink
 from lakesink.errors import (ConfigurationError, DatabaseConnectionError, TableAlreadyExistsError,
                              UnknownOptionError)
 from lakesink.spark.catalog import catalog_options
-from tests.catalog.conftest import catalog_options as options_for, forget_postgres_catalog, rows_of, session_catalog
+from tests.catalog.conftest import KINDS, catalog_options as options_for, forget_postgres_catalog, rows_of, session_catalog
 
 pytestmark = pytest.mark.spark
 
@@ -27,6 +27,7 @@ def cat(request, spark, tmp_path):
     forget_postgres_catalog(options)
 
 
+@pytest.mark.parametrize("cat", KINDS, indirect=True)
 def test_batch_entry_points_by_name(spark, cat, tmp_path):
     df = spark.range(6).selectExpr("id", "cast(id % 2 as string) as dt")
     report = lakesink.write(df, "shop.orders", partition_by=["dt"])  # a new name: created in the catalog
@@ -52,6 +53,7 @@ def test_format_paimon_creates_a_new_name_in_the_catalog(spark, cat):
     assert cat.list_tables("shop") == ["events"] and rows_of(cat.location("shop.events")) == [0, 1, 2]
 
 
+@pytest.mark.parametrize("cat", KINDS, indirect=True)
 def test_streams_by_name(spark, cat, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -128,3 +128,28 @@ def test_a_spark_driver_killed_before_the_snapshot_leaves_no_entry_and_clean_sta
     assert _objects(s3, cat) == [] and _reserved(cat) == [] and cat.list_tables("shop") == []
     lakesink.create_table_as(_df(spark, 3), "shop.daily", via="native")
     assert sorted(_read(cat).column("id").to_pylist()) == [0, 1, 2]
+
+
+def test_the_spark_native_entry_points_by_name_on_s3(spark, cat, s3, tmp_path):
+    """format("paimon") batch and stream, reads and SQL by name on an S3 warehouse: the catalog's
+    storage options reach every task (the fast path is refused here: no S3A connector)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _df(spark, 6).write.format("paimon").mode("append").option("partition", "dt").save("shop.orders")
+    assert cat.list_tables("shop") == ["orders"]
+    (tmp_path / "in").mkdir()
+    pq.write_table(pa.table({"id": pa.array(range(100, 104), pa.int64()), "dt": ["0", "1", "0", "1"]}),
+                   str(tmp_path / "in" / "a.parquet"))
+    source = spark.readStream.schema("id long, dt string").parquet(str(tmp_path / "in"))
+    query = (source.writeStream.format("paimon").option("checkpointLocation", str(tmp_path / "chk"))
+             .trigger(availableNow=True).start("shop.orders"))
+    query.awaitTermination(120)
+    assert query.exception() is None
+    want = list(range(6)) + list(range(100, 104))
+    assert sorted(_read(cat, "shop.orders").column("id").to_pylist()) == want
+    assert len(snapshot_list(cat.location("shop.orders"), cat.config.fs_options)) == 2
+    assert sorted(r.id for r in lakesink.read(spark, "shop.orders", snapshot=1).collect()) == list(range(6))
+    assert lakesink.sql(spark, "SELECT count(*) AS n FROM shop.orders").collect()[0].n == 10
+    with pytest.raises(UnsupportedTableError, match="hadoop-aws"):
+        lakesink.write(_df(spark, 1), "shop.orders")
