@@ -324,6 +324,20 @@ _declare(
            default_text="none"),
     Option("commit.allow-unsafe-publication", "storage", "bool", False, "Use pypaimon's non-atomic "
            "publication on such storages anyway (concurrent commits may be lost)."),
+    Option("fs.s3.connection.establish.timeout", "storage", "duration", 60_000, "S3: how long to wait for a "
+           "connection to the store (Hadoop S3A's name; pyarrow's `connect_timeout` for data and metadata "
+           "files, botocore's for the snapshot's conditional PUT). `s3.`, `s3a.`, `fs.s3a.` prefixes too.",
+           default_text="60 s (pypaimon's and botocore's)"),
+    Option("fs.s3.connection.request.timeout", "storage", "duration", 60_000, "S3: how long a request may "
+           "wait for its answer before the client gives up and retries it (botocore's `read_timeout`; "
+           "pyarrow's `request_timeout`, curl's low-speed time: whole seconds, and a PUT gives up about "
+           "6 s later, see [storage.md](storage.md#faults-of-the-store)). A timed-out PUT may have landed. "
+           "`s3.`, `s3a.`, `fs.s3a.` prefixes too.", default_text="60 s (pypaimon's and botocore's)"),
+    Option("fs.s3.attempts.maximum", "storage", "int", None, "S3: attempts per request, the first "
+           "included, on a timeout, a dropped connection or throttling (503 SlowDown), with backoff, before "
+           "the client gives up (Hadoop S3A's name; pyarrow's retry strategy for data and metadata files, "
+           "boto3's for the snapshot's conditional PUT). `s3.`, `s3a.`, `fs.s3a.` prefixes too.", minimum=1,
+           default_text="10 for files (pypaimon's), 6 for the snapshot PUT"),
     Option("commit.catalog-lock", "storage", "string", None, "Set by lakesink, not by hand: the JDBC "
            "catalog lock of a table resolved by name through a catalog with `lock.enabled` (its database "
            "connection and lock id), so that every process committing the table takes it (see "

@@ -32,6 +32,13 @@ _CAMEL_CASE_KEYS = {k.lower(): k for k in (
 
 STORAGE_PREFIXES = ("fs.", "s3.", "s3a.")
 
+# How long S3 clients wait and how often they try (declared in lakesink.options), by Hadoop
+# S3A's names; pypaimon's spellings of the prefix (`fs.s3.`, `s3.`, `s3a.`, `fs.s3a.`) all count.
+S3_CONNECT_TIMEOUT = "fs.s3.connection.establish.timeout"
+S3_REQUEST_TIMEOUT = "fs.s3.connection.request.timeout"
+S3_ATTEMPTS = "fs.s3.attempts.maximum"
+_S3_PREFIXES = ("fs.s3.", "s3.", "s3a.", "fs.s3a.")
+
 
 def canonical_key(key: str) -> str:
     """A storage option's key as pypaimon spells it."""
@@ -40,6 +47,23 @@ def canonical_key(key: str) -> str:
 
 def is_storage_key(key: str) -> bool:
     return key.startswith(STORAGE_PREFIXES)
+
+
+def s3_client_options(options: Mapping[str, str]) -> dict[str, int]:
+    """The S3 client options given among `options`, typed (timeouts in milliseconds), by their
+    `fs.s3.` key; a bad value is an error naming the key as spelled."""
+    from .errors import InvalidOptionError
+    from .options import REGISTRY  # options imports this module
+
+    out = {}
+    for key in (S3_CONNECT_TIMEOUT, S3_REQUEST_TIMEOUT, S3_ATTEMPTS):
+        name = key[len("fs.s3."):]
+        spelled = next((prefix + name for prefix in _S3_PREFIXES if prefix + name in options), None)
+        if spelled is not None:
+            out[key] = REGISTRY[key].parse(options[spelled], spelled)
+            if out[key] <= 0:  # the clients read 0 as "give up at once", not as "never"
+                raise InvalidOptionError(spelled, options[spelled], "a duration above 0, such as '5 s'")
+    return out
 
 
 def normalize(path: str) -> str:
@@ -85,8 +109,32 @@ def file_io(path: str, options: Mapping[str, str] | None = None) -> FileIO:
         io = _io_cache.get(key)
         if io is None:
             io = FileIO.get(path, Options(opts))
+            _with_s3_client_options(io, path, opts)
             _io_cache[key] = io
     return io
+
+
+def _with_s3_client_options(io: FileIO, path: str, opts: dict[str, str]) -> None:
+    """pypaimon builds its S3 file system with fixed timeouts (60 s to connect, 60 s for an
+    answer) and retries (10 attempts) in `_create_s3_retry_config`, and reads no option for
+    them: with `fs.s3.connection.*.timeout` or `fs.s3.attempts.maximum` given, build it again
+    the same way with those (pyarrow takes seconds)."""
+    given = s3_client_options(opts)
+    if not given or scheme(path) not in ("s3", "s3a", "s3n") or not hasattr(io, "_initialize_s3_fs"):
+        return
+    kwargs = {}  # pypaimon's defaults stay for what is not given
+    if S3_CONNECT_TIMEOUT in given:
+        kwargs["connect_timeout"] = given[S3_CONNECT_TIMEOUT] / 1000
+    if S3_REQUEST_TIMEOUT in given:
+        kwargs["request_timeout"] = given[S3_REQUEST_TIMEOUT] / 1000
+    if S3_ATTEMPTS in given:
+        kwargs["max_attempts"] = given[S3_ATTEMPTS]
+    build = type(io)._create_s3_retry_config
+    io._create_s3_retry_config = lambda: build(io, **kwargs)
+    try:
+        io.filesystem = io._initialize_s3_fs()
+    finally:
+        del io._create_s3_retry_config  # FileIO pickles its __dict__: leave no lambda on it
 
 
 def arrow_fs(path: str, options: Mapping[str, str] | None = None) -> tuple[pafs.FileSystem, str]:

@@ -268,16 +268,23 @@ def s3_client(options: dict):
                 _setting(options, "accessKeySecret", "secret-key", "secret.key"),
                 _setting(options, "securityToken", "session-token", "session.token",
                          "security-token", "security.token"),
-                _setting(options, "region"), path_style)
+                _setting(options, "region"), path_style,
+                tuple(sorted(storage.s3_client_options(options).items())))
     with _cache_lock:
         client = _clients.get(settings)
         if client is None:
-            endpoint, key, secret, token, region, path_style = settings
+            endpoint, key, secret, token, region, path_style, given = settings
+            given = dict(given)
+            # The same timeouts and attempts as the table's pyarrow file system when given
+            # (storage.py); else botocore's timeouts (60 s each) and 6 attempts (5 retries).
+            timeouts = {"connect_timeout": given.get(storage.S3_CONNECT_TIMEOUT),
+                        "read_timeout": given.get(storage.S3_REQUEST_TIMEOUT)}
             client = boto3.session.Session().client(
                 "s3", endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=secret,
                 aws_session_token=token, region_name=region,
                 config=Config(s3={"addressing_style": "path" if path_style else "auto"},
-                              retries={"max_attempts": 5, "mode": "standard"}))
+                              retries={"total_max_attempts": given.get(storage.S3_ATTEMPTS, 6), "mode": "standard"},
+                              **{k: v / 1000 for k, v in timeouts.items() if v is not None}))
             _clients[settings] = client
     return client
 
