@@ -7,7 +7,11 @@ Faults, each for the next `times` requests of a kind whose path contains `match`
 * `fail(kind, match, times, status=503, code="SlowDown")`: answer with an S3 error
   instead of forwarding (throttling as S3 sends it);
 * `drop_answer(kind, match, times)`: forward the request (the store does it) and close
-  the connection without answering: a lost response after a successful PUT.
+  the connection without answering: a lost response after a successful PUT;
+* `delay(kind, match, seconds, times, answer=True)`: forward the request (the store does
+  it), then hold the answer for `seconds` before sending it (`answer=False`: before
+  closing the connection instead): a slow store, whose client gives up on a request
+  that succeeded once its timeout is shorter than the delay.
 
     with S3Server() as s3, S3Proxy(s3.endpoint) as proxy:
         options = {**s3.fs_options(), "fs.s3.endpoint": proxy.endpoint}
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import http.client
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -46,6 +51,8 @@ class _Fault:
     action: str
     status: int = 503
     code: str = "SlowDown"
+    seconds: float = 0.0   # delay: how long the answer is held
+    answer: bool = True    # delay: send it afterwards (False: close the connection)
 
 
 class S3Proxy:
@@ -103,6 +110,19 @@ class S3Proxy:
                 if fault is not None and fault.action == "drop":
                     self.close_connection = True  # the store did it; the client never hears
                     return
+                if fault is not None and fault.action == "delay":
+                    time.sleep(fault.seconds)  # the store did it; the answer comes late, if at all
+                    self.close_connection = True  # the client may have given up and closed
+                    if not fault.answer:
+                        return
+                    try:
+                        self._answer(answer, data)
+                    except OSError:  # it had: nobody reads the answer
+                        pass
+                    return
+                self._answer(answer, data)
+
+            def _answer(self, answer, data: bytes):
                 self.send_response(answer.status, answer.reason)
                 head = self.command == "HEAD"  # its Content-Length is the object's size, not the body's
                 for key, value in answer.getheaders():
@@ -144,6 +164,11 @@ class S3Proxy:
     def drop_answer(self, kind: str, match: str = "", times: int = 1) -> None:
         with self._lock:
             self._faults.append(_Fault(kind, match, times, "drop"))
+
+    def delay(self, kind: str, match: str = "", seconds: float = 3.0, times: int = 1,
+              answer: bool = True) -> None:
+        with self._lock:
+            self._faults.append(_Fault(kind, match, times, "delay", seconds=seconds, answer=answer))
 
     def faults_left(self) -> int:
         with self._lock:
