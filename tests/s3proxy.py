@@ -21,6 +21,7 @@ Faults, each for the next `times` requests of a kind whose path contains `match`
 from __future__ import annotations
 
 import http.client
+from contextlib import contextmanager
 import threading
 import time
 from collections import Counter
@@ -182,3 +183,18 @@ class S3Proxy:
     def counts(self, match: str = "") -> Counter:
         with self._lock:
             return Counter(kind for kind, path in self.requests if match in path)
+
+    def fs_options(self, server) -> dict[str, str]:
+        """`server`'s storage options with the endpoint pointed at this proxy."""
+        return {**server.fs_options(), "fs.s3.endpoint": self.endpoint}
+
+
+@contextmanager
+def proxied_s3(bucket: str):
+    """A fresh test S3 server holding `bucket`, behind a proxy: yields (server, proxy)."""
+    from tests.s3server import S3Server
+
+    with S3Server() as server:
+        server.create_bucket(bucket)
+        with S3Proxy(server.endpoint) as proxy:
+            yield server, proxy

@@ -23,8 +23,7 @@ import pytest
 from tests.crash.harness import make_source, source_rows
 from tests.interop.oracle import Unavailable
 from tests.s3a import s3a_jars, spark_conf
-from tests.s3proxy import S3Proxy
-from tests.s3server import S3Server
+from tests.s3proxy import proxied_s3
 from tests.staged import read_back, snapshot_list
 
 from .fastpath_s3_child import APPEND_ROWS, KEYED_ROWS
@@ -46,15 +45,13 @@ def jars():
 
 @pytest.fixture(scope="module")
 def s3():
-    with S3Server() as server:
-        server.create_bucket(BUCKET)
-        with S3Proxy(server.endpoint) as proxy:
-            yield server, proxy
+    with proxied_s3(BUCKET) as both:
+        yield both
 
 
 def _fs(s3) -> dict:
     server, proxy = s3
-    return {**server.fs_options(), "fs.s3.endpoint": proxy.endpoint}
+    return proxy.fs_options(server)
 
 
 def _run(cmd: list[str], crash_at: str | None = None, workdir: Path | None = None) -> subprocess.CompletedProcess:

@@ -15,8 +15,7 @@ import time
 import pytest
 
 from tests.helpers import data_files_on_disk, latest_snapshot_id, leftover_files, read_table
-from tests.s3proxy import S3Proxy
-from tests.s3server import S3Server
+from tests.s3proxy import proxied_s3
 from tests.staged import read_back, snapshot_list
 
 pytestmark = pytest.mark.spark
@@ -115,16 +114,14 @@ BUCKET = "lakesink-in-place"
 
 @pytest.fixture(scope="module")
 def s3():
-    with S3Server() as server:
-        server.create_bucket(BUCKET)
-        with S3Proxy(server.endpoint) as proxy:
-            yield server, proxy
+    with proxied_s3(BUCKET) as both:
+        yield both
 
 
 def _job_requests(spark, s3, name: str, files: int, options: dict):
     server, proxy = s3
     path = f"s3://{BUCKET}/{name}/db.db/t"
-    fs = {**server.fs_options(), "fs.s3.endpoint": proxy.endpoint}
+    fs = proxy.fs_options(server)
     seed = spark.createDataFrame([(-1, "seed")], "id long, part string")
     _write_s3(seed, path, {**fs, **options})  # the table exists; its first snapshot
     df = spark.range(0, files * 10, 1, 1).selectExpr("id", f"cast(id % {files} as string) as part")

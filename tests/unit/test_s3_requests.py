@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from ..s3proxy import S3Proxy
-from ..s3server import S3Server
+from ..s3proxy import S3Proxy, proxied_s3
 from ..staged import SCHEMA, commit, new_target, read_back, snapshot_list, stage
 
 BUCKET = "lakesink-requests"
@@ -20,17 +19,15 @@ BUCKET = "lakesink-requests"
 
 @pytest.fixture(scope="module")
 def s3():
-    with S3Server() as server:
-        server.create_bucket(BUCKET)
-        with S3Proxy(server.endpoint) as proxy:
-            yield server, proxy
+    with proxied_s3(BUCKET) as both:
+        yield both
 
 
 @pytest.fixture()
 def table(s3, request):
     server, proxy = s3
     proxy.reset()
-    options = {**server.fs_options(), "fs.s3.endpoint": proxy.endpoint}
+    options = proxy.fs_options(server)
     return f"s3://{BUCKET}/{request.node.name}/db.db/t", options, proxy
 
 
@@ -47,7 +44,7 @@ def _commit_counts(path, options, proxy, files: int):
 
 def test_the_metadata_writes_of_a_commit_do_not_grow_with_its_files(s3, request):
     server, proxy = s3
-    options = {**server.fs_options(), "fs.s3.endpoint": proxy.endpoint}
+    options = proxy.fs_options(server)
     small = _commit_counts(f"s3://{BUCKET}/{request.node.name}-5/db.db/t", options, proxy, 5)
     large = _commit_counts(f"s3://{BUCKET}/{request.node.name}-50/db.db/t", options, proxy, 50)
     print(f"\nrequests per commit of 5 files: {dict(small)}; of 50 files: {dict(large)}")
@@ -148,7 +145,7 @@ def _job_counts(path: str, options: dict, proxy: S3Proxy, files: int, in_place: 
 
 def test_a_commit_of_files_written_in_place_copies_none_and_costs_as_much_for_50_files_as_for_5(s3, request):
     server, proxy = s3
-    options = {**server.fs_options(), "fs.s3.endpoint": proxy.endpoint}
+    options = proxy.fs_options(server)
     measured = {}
     for mode in ("in-place", "staged"):
         for files in (5, 50):

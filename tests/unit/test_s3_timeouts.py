@@ -16,8 +16,7 @@ import time
 
 import pytest
 
-from ..s3proxy import S3Proxy
-from ..s3server import S3Server
+from ..s3proxy import S3Proxy, proxied_s3
 from ..staged import commit, new_target, read_back, snapshot_list, stage
 from .test_s3_requests import _attempt, _data_files, _in_place_job, _referenced
 
@@ -31,10 +30,8 @@ PUT_DELAY = 12.0
 
 @pytest.fixture(scope="module")
 def s3():
-    with S3Server() as server:
-        server.create_bucket(BUCKET)
-        with S3Proxy(server.endpoint) as proxy:
-            yield server, proxy
+    with proxied_s3(BUCKET) as both:
+        yield both
 
 
 @pytest.fixture()
@@ -157,7 +154,7 @@ def _timed_read(path: str, options: dict) -> tuple[float, object]:
 def test_the_timeout_and_attempts_options_reach_the_file_system(s3, request):
     from lakesink import storage
     server, proxy = s3
-    plain = {**server.fs_options(), "fs.s3.endpoint": proxy.endpoint}
+    plain = proxy.fs_options(server)
     path = f"s3://{BUCKET}/{request.node.name}/object"
     server.client().put_object(Bucket=BUCKET, Key=path.split("/", 3)[3], Body=b"landed")
 
