@@ -1,6 +1,6 @@
 """A streaming driver without Spark, for crash tests of the aggregator: killed and restarted.
 
-    python -m tests.unit.aggregator_child --table T --checkpoint C --batches 8 [--pipelined]
+    python -m tests.unit.aggregator_child --table T --checkpoint C --batches 8 [--pipelined] [--in-place]
 
 Each micro-batch b writes `--files` small Parquet files (what b's writer tasks
 would write) into the sink's staging directory and commits them through
@@ -8,7 +8,8 @@ would write) into the sink's staging directory and commits them through
 the real one; only Spark's part (planning batches, the commit log) is played
 here. Like Spark, the driver records `commits/<b>` after batch b's commit and
 re-runs an unrecorded batch with the same rows after a restart. Batch b's rows
-are ids b*1000 + i, in day partition b // 3.
+are ids b*1000 + i, in day partition b // 3. `--in-place`: `write.in-place=true`,
+so the aggregator's rewrites write at their table paths (paimon.compact_outputs).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ def run(args) -> int:
     from lakesink.protocol import PipelinedCommitter
 
     options = dict(OPTIONS, **{"aggregator.enabled": str(not args.no_aggregator).lower()})
+    if args.in_place:
+        options["write.in-place"] = "true"
     sink = StreamSink(args.table, args.checkpoint, SCHEMA, WriteOptions.parse(options), "aggregator_child")
     sink.bind()
     sink.restore()
@@ -82,6 +85,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", type=int, default=40)
     parser.add_argument("--pipelined", action="store_true")
     parser.add_argument("--no-aggregator", action="store_true", help="small files only (to compact later)")
+    parser.add_argument("--in-place", action="store_true", help="write.in-place=true: rewrites in place")
     return run(parser.parse_args(argv))
 
 

@@ -286,11 +286,25 @@ CRASH_CHAIN = ["events-held@3", "mid-rewrite@1", "after-aggregate@1", "after-com
                "files-placed@2"]
 
 
+def compaction_staging(table: str) -> Path:
+    return next(Path(table, "_lakesink", "staging").glob("*-compact"))
+
+
+def intents_named(table: str) -> list[str]:
+    import json
+    return [p for f in (compaction_staging(table) / "intents").glob("*.json")
+            for p in json.loads(f.read_text())["files"]]
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["staged", "in-place"])
 @pytest.mark.parametrize("mode", ["sync", "pipelined"])
-def test_a_driver_killed_at_each_aggregation_step_still_has_every_row_exactly_once(tmp_path, mode):
+def test_a_driver_killed_at_each_aggregation_step_still_has_every_row_exactly_once(tmp_path, mode, in_place):
+    """In place (`write.in-place=true`, what object stores do by default): the rewrites write at
+    their table paths, named in intents first; whoever ends a compaction removes what it wrote
+    that no snapshot took, after each kill too."""
     batches = 12
     table = str(tmp_path / "wh" / "db.db" / "t")
-    extra = ["--pipelined"] if mode == "pipelined" else []
+    extra = (["--pipelined"] if mode == "pipelined" else []) + (["--in-place"] if in_place else [])
     for i, point in enumerate(CRASH_CHAIN):
         # Where a point falls depends on timing (pipelined: whether an event arrives while
         # a commit runs), so a run may catch up before reaching it: give it more batches.
@@ -303,10 +317,17 @@ def test_a_driver_killed_at_each_aggregation_step_still_has_every_row_exactly_on
         if Path(table, "snapshot").exists():
             ids = read_table(table).column("id").to_pylist()
             assert len(ids) == len(set(ids)), f"rows twice after a kill at {point}"
+        if in_place and point.startswith(("mid-rewrite", "after-aggregate")):
+            # The dead rewrite's output lies at its table path, named in an intent; none is staged.
+            named = intents_named(table)
+            assert named and all(p.startswith(table + "/day=") for p in named), named
+            assert not list(compaction_staging(table).glob("*.parquet"))
     result = run_child(tmp_path, None, batches, extra, name="final")
     assert result.returncode == 0, result.stderr
     assert_exactly_once(table, batches)
     assert any(s.commit_kind == "COMPACT" for s in snapshots(table))
+    if in_place:  # every compaction ended: no intent left, nothing staged
+        assert list(compaction_staging(table).rglob("*")) == []
 
 
 def test_carried_files_another_job_compacted_make_the_sink_discard_its_rewrite_not_fail(tmp_path):

@@ -178,13 +178,14 @@ class Meanwhile:
         return rewrite_on_driver(tasks)
 
 
-def round_after(path: str, job_files, meanwhile: Meanwhile):
-    """One aggregation round of a writer whose last job wrote `job_files`, as after its commit."""
+def round_after(path: str, job_files, meanwhile: Meanwhile, in_place: bool = False):
+    """One aggregation round of a writer whose last job wrote `job_files`, as after its commit
+    (`in_place`: its rewrites write at their table paths, as on object stores)."""
     target = PaimonTarget(path)
     table = target.table(refresh=True)
     compaction = PaimonCompactionTarget(target)
     aggregator = SmallFileAggregator(table, compaction.staging_dir("writer.compact"), executor_bytes=0,
-                                     distributed=meanwhile)
+                                     distributed=meanwhile, in_place=in_place)
     coordinator = Coordinator(aggregator, compaction, "writer")
     coordinator.send(FilesWritten(1, job_files))
     return coordinator.commit_finished(1, landed=True)
@@ -195,12 +196,16 @@ def small_table(path: str, jobs: int = 3) -> pa.Table:
     return pa.concat_tables(written)
 
 
-def test_a_round_whose_inputs_another_compaction_took_plans_again_on_the_new_state(tmp_path):
+IN_PLACE = pytest.mark.parametrize("in_place", [False, True], ids=["staged", "in-place"])
+
+
+@IN_PLACE
+def test_a_round_whose_inputs_another_compaction_took_plans_again_on_the_new_state(tmp_path, in_place):
     path = str(tmp_path / "wh" / "db.db" / "t")
     written = small_table(path)
     mine = live_files(open_table(path))
     other = Meanwhile(lambda: lakesink.compact(None, path, partitions=[{"day": "2026-01-01"}], progress=False))
-    report = round_after(path, mine, other)
+    report = round_after(path, mine, other, in_place)
 
     assert report.extra["conflicts"] == 1 and report.conflict is None and report.snapshot_id
     kinds = [s.commit_kind for s in snapshots(path)]
@@ -211,7 +216,8 @@ def test_a_round_whose_inputs_another_compaction_took_plans_again_on_the_new_sta
     assert leftover_files(path) == set()
 
 
-def test_a_round_whose_inputs_an_overwrite_removed_gives_up_with_every_row_exact(tmp_path):
+@IN_PLACE
+def test_a_round_whose_inputs_an_overwrite_removed_gives_up_with_every_row_exact(tmp_path, in_place):
     path = str(tmp_path / "wh" / "db.db" / "t")
     small_table(path)
     mine = live_files(open_table(path))
@@ -220,7 +226,7 @@ def test_a_round_whose_inputs_an_overwrite_removed_gives_up_with_every_row_exact
     def overwrite_everything():
         _report, replaced["rows"] = batch_job(path, 99, {"target-file-size": "1mb"}, mode="overwrite")
 
-    report = round_after(path, mine, Meanwhile(overwrite_everything))
+    report = round_after(path, mine, Meanwhile(overwrite_everything), in_place)
 
     # Every input is gone: the first plan conflicts, the second finds none of the carried files live.
     assert report.extra["conflicts"] == 1 and report.conflict and report.snapshot_id is None

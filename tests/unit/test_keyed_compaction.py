@@ -148,15 +148,19 @@ def test_sequence_field_orders_versions_before_the_sequence_number(tmp_path):
     assert by_id(path) == expected
 
 
-def test_a_compaction_whose_input_another_commit_removed_gives_up_cleanly(tmp_path):
+@pytest.mark.parametrize("in_place", [False, True], ids=["staged", "in-place"])
+def test_a_compaction_whose_input_another_commit_removed_gives_up_cleanly(tmp_path, in_place):
     path = new_table(tmp_path, {"bucket": "2", "rowkind.field": "op", "write-only": "true"})
     expected = cdc_writes(path, writes=4)
     target = PaimonTarget(path)
     compaction = PaimonCompactionTarget(target)
-    aggregator = KeyedCompactionAggregator(target, compaction.staging_dir("mine"), force=True)
+    aggregator = KeyedCompactionAggregator(target, compaction.staging_dir("mine"), force=True, in_place=in_place)
     groups = group_by_key(aggregator, live_files(open_table(path)))
     outputs = aggregator.rewrite([aggregator.task_for(files) for files in groups.values()])
     new = [o for out in outputs for o in out]
+    # In place: the outputs already lie at their table paths (not in any snapshot yet).
+    assert all((f.staged_path is None) == in_place for f in new)
+    assert all(os.path.exists(table_path_of(open_table(path), f)) == in_place for f in new)
     lakesink.compact(None, path, progress=False)   # another commit removes every input first
     settled = snapshots(path)[-1].id
 
@@ -436,3 +440,56 @@ def test_full_compaction_delta_commits_are_counted_in_the_tables_history(tmp_pat
     assert not full_compaction_due(open_table(path), 3)
     append(path, [(11, "x", "+I")])
     assert full_compaction_due(open_table(path), 3)
+
+
+# -- a driver killed while compacting, restarted (no Spark: tests/unit/keyed_compaction_child.py) --
+
+def _run_keyed_child(tmp_path, table, batches: int, crash_at: str | None, in_place: bool, name: str):
+    import subprocess
+    import sys
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKESINK_CRASH")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo), env.get("PYTHONPATH")]))
+    if crash_at:
+        env["LAKESINK_CRASH_AT"] = crash_at
+        env["LAKESINK_CRASH_COUNTER"] = str(tmp_path / f"counter-{name}")
+    cmd = [sys.executable, "-m", "tests.unit.keyed_compaction_child", "--table", table,
+           "--checkpoint", str(tmp_path / "chk"), "--batches", str(batches)] + (["--in-place"] if in_place else [])
+    return subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=180,
+                          start_new_session=True)
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["staged", "in-place"])
+def test_a_driver_killed_while_compacting_buckets_restarts_to_every_change_once(tmp_path, in_place):
+    """Kills mid-rewrite (data and changelog files half written), after-aggregate (written and
+    pending, no COMPACT snapshot) and after-compact (landed, state not saved), each followed by
+    a restart: the sums of an aggregation table count every micro-batch once, and no data or
+    changelog file outside the snapshots stays. In place (`write.in-place=true`), the outputs
+    lie at their table paths before their commit, named in intents; the ends remove them."""
+    import json
+    import signal
+    from pathlib import Path
+
+    from tests.unit.keyed_compaction_child import expected_hits
+    table = str(tmp_path / "wh" / "db.db" / "t")
+    batches = 3
+    for i, point in enumerate(["mid-rewrite@1", "after-aggregate@1", "after-compact@1"]):
+        batches += 3
+        result = _run_keyed_child(tmp_path, table, batches, point, in_place, str(i))
+        assert result.returncode == -signal.SIGKILL, f"{point} not reached: {result.stdout}{result.stderr}"
+        staging = next(Path(table, "_lakesink", "staging").glob("*-compact"))
+        assert not list(staging.glob("*.parquet")) if in_place else not list(staging.glob("intents"))
+        if in_place and point != "after-compact@1":  # the dead compaction's outputs, at table paths
+            named = [p for f in staging.glob("intents/*.json") for p in json.loads(f.read_text())["files"]]
+            assert named and all(p.startswith(table + "/bucket-") for p in named), named
+            assert any(os.path.exists(p) for p in named) and leftover_files(table)  # in no snapshot yet
+    result = _run_keyed_child(tmp_path, table, batches + 3, None, in_place, "final")
+    assert result.returncode == 0, result.stderr
+    rows = read_table(table).to_pylist()
+    assert len(rows) == len({r["id"] for r in rows})
+    assert {r["id"]: r["hits"] for r in rows} == expected_hits(batches + 3)
+    assert leftover_files(table) == set()
+    kinds = [s.commit_kind for s in snapshots(table)]
+    assert kinds.count("APPEND") == batches + 3 and kinds.count("COMPACT") >= 3
+    assert any(s.changelog_manifest_list for s in snapshots(table) if s.commit_kind == "COMPACT")

@@ -13,7 +13,8 @@ and never neither. Details: docs/compaction.md.
 pypaimon refuses compaction increments in a normal commit; `commit_compact`
 drives its commit loop (`_try_commit`, kind COMPACT, conflict detection on)
 directly, through the same atomic publication and manifest merging as every
-other lakesink commit.
+other lakesink commit. Outputs are staged and renamed into the table, or written
+in place on object stores (`paimon.compact_outputs`).
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ from ..protocol.committer import Committer
 from ..protocol.coordinator import CompactionTarget, CoordinatedCommitter, Coordinator, FilesWritten
 from ..protocol.state import StateStore
 from ..protocol.target import CommitReport
-from . import identity
+from . import compact_outputs, identity, lsm
 from .commit import new_file_store_commit
-from . import lsm
+from .compact_outputs import InPlace
 from .datafiles import StagedFile, TableLayout, place, table_path_of
 from .keyed import KeyedSpec
 from .rewrite import RewriteTask, Rewriter, rewrite_on_driver
@@ -104,13 +105,15 @@ class SmallFileAggregator(Aggregator[StagedFile]):
     their sizes would make files too small), learned from the table's large files and from
     each rewrite. Below the target, files carry over to the next checkpoint; a key that
     received nothing for `IDLE_ROUNDS` rounds (yesterday's partition) has its rest merged.
+    `in_place` (None: `auto`, by the store): rewrites write at their table paths.
     """
 
     def __init__(self, table, staging_dir: str, target_size: int | None = None,
                  max_small_files: int | None = None, fs_options: dict | None = None,
                  executor_bytes: int = EXECUTOR_REWRITE_BYTES, distributed: Rewriter | None = None,
-                 from_table: bool = True):
+                 from_table: bool = True, in_place: bool | None = None):
         self.table_path = storage.normalize(str(table.table_path))
+        self.in_place = compact_outputs.wanted(self.table_path, in_place)
         self.layout = TableLayout.of(table)
         self.table = table
         self.staging_dir = staging_dir
@@ -189,6 +192,9 @@ class SmallFileAggregator(Aggregator[StagedFile]):
     def task_for(self, files: Sequence[StagedFile]) -> RewriteTask:
         first = files[0]
         paths = tuple(f.staged_path or table_path_of(self.table, f) for f in files)
+        if self.in_place:
+            return RewriteTask(paths, tuple(first.partition), first.bucket, None, self.layout, self.compression,
+                               self.fs_options, InPlace.of(self.table, self.staging_dir))
         return RewriteTask(paths, tuple(first.partition), first.bucket,
                            f"{self.staging_dir}/compact-{uuid.uuid4().hex}.parquet", self.layout,
                            self.compression, self.fs_options)
@@ -196,14 +202,15 @@ class SmallFileAggregator(Aggregator[StagedFile]):
     def rewrite(self, tasks: Sequence[RewriteTask]) -> list[StagedFile]:
         if not tasks:
             return []
-        storage.file_io(self.staging_dir, self.fs_options).check_or_mkdirs(self.staging_dir)
+        if not self.in_place:
+            storage.file_io(self.staging_dir, self.fs_options).check_or_mkdirs(self.staging_dir)
         volume = sum(self._input_bytes(t) for t in tasks)
         if self.distributed is not None and volume >= self.executor_bytes and len(tasks) > 1:
             return self.distributed(tasks)
         return rewrite_on_driver(tasks)
 
     def _input_bytes(self, task: RewriteTask) -> int:
-        file_io = storage.file_io(task.output, task.fs_options)
+        file_io = storage.file_io(task.inputs[0], task.fs_options)
         return sum(file_io.get_file_size(p) for p in task.inputs)
 
     def estimated_size(self, f: StagedFile) -> float:
@@ -244,8 +251,9 @@ class KeyedCompactionAggregator(Aggregator[StagedFile]):
 
     def __init__(self, target: PaimonTarget, staging_dir: str, force: bool = False,
                  target_size: int | None = None, executor_bytes: int = EXECUTOR_REWRITE_BYTES,
-                 distributed: Rewriter | None = None):
+                 distributed: Rewriter | None = None, in_place: bool | None = None):
         self.target = target
+        self.in_place = compact_outputs.wanted(target.path, in_place)  # None: auto, by the store
         self.staging_dir = staging_dir
         self.force = force
         self.target_size = target_size
@@ -317,7 +325,8 @@ class KeyedCompactionAggregator(Aggregator[StagedFile]):
 
     def task_for(self, files: Sequence[StagedFile], unit: lsm.CompactUnit | None = None) -> lsm.KeyedCompactTask:
         return lsm.task_for(files, lambda f: table_path_of(self.table, f), self.staging_dir, self.layout,
-                            self.spec, self.lsm, self.target.fs_options, unit)
+                            self.spec, self.lsm, self.target.fs_options, unit,
+                            InPlace.of(self.table, self.staging_dir) if self.in_place else None)
 
     def rewrite(self, tasks: Sequence[lsm.KeyedCompactTask]) -> list[list[StagedFile]]:
         if not tasks:
@@ -407,6 +416,8 @@ class PaimonCompactionTarget(CompactionTarget[StagedFile]):
 
     def __init__(self, target: PaimonTarget):
         self.target = target
+        # Compact users whose intents name no file a snapshot took (paimon.compact_outputs).
+        self._swept: set[str] = set()
 
     def identity(self, f: StagedFile) -> str:
         return f.meta.file_name
@@ -454,6 +465,10 @@ class PaimonCompactionTarget(CompactionTarget[StagedFile]):
         snapshot = self.target.committed_snapshot(commit_user, identifier)
         identity.after_commit(table.file_io, self.target.path, commit_user, identifier,
                               snapshot.id if snapshot else None)
+        if compact_outputs.in_place_outputs(new):  # what failed attempts wrote in place goes
+            swept = compact_outputs.after_commit(self.target, self.staging_dir(commit_user),
+                                                 {f.meta.file_name for f in new})
+            (self._swept.add if swept else self._swept.discard)(commit_user)
         return CommitReport(commit_user, identifier, snapshot_id=snapshot.id if snapshot else None,
                             commit_kind="COMPACT", files_added=len(new),
                             rows_added=sum(f.row_count for f in new), bytes_added=sum(f.file_size for f in new),
@@ -463,6 +478,17 @@ class PaimonCompactionTarget(CompactionTarget[StagedFile]):
 
     def discard(self, committables: Sequence[StagedFile]) -> int:
         return self.target.discard(committables)
+
+    def before_round(self, compact_user: str) -> None:
+        """Before a plan writes anything: once, and after a failed removal, remove what the intents
+        of earlier compactions name and no snapshot took (their commit may have died first)."""
+        if compact_user not in self._swept:
+            compact_outputs.sweep(self.target, self.staging_dir(compact_user), compact_user)
+            self._swept.add(compact_user)
+
+    def missing_files(self, committables: Sequence[StagedFile]) -> list[str]:
+        placed = [f for f in committables if f.staged_path is None]  # staged ones: `place` checks
+        return self.target.missing_files(placed) if placed else []
 
     def live(self, committables: Sequence[StagedFile]) -> list[StagedFile]:
         table = self.target.table(refresh=True)
@@ -498,9 +524,16 @@ class PaimonCompactionTarget(CompactionTarget[StagedFile]):
         return list(reversed(found))
 
     def clean_staging(self, compact_user: str, keep: Sequence[StagedFile]) -> int:
+        removed = 0
+        if not compact_outputs.in_place_outputs(keep):  # else a compaction in place of unknown outcome
+            try:
+                removed = compact_outputs.sweep(self.target, self.staging_dir(compact_user), compact_user)
+                self._swept.add(compact_user)
+            except Exception as exc:  # noqa: BLE001 - the next round sweeps before it writes
+                log.warning("%s: could not remove compaction outputs written in place: %s",
+                            self.staging_dir(compact_user), exc)
         keep_paths = {storage.normalize(f.staged_path) for f in keep if f.staged_path}
         file_io = self.target.file_io
-        removed = 0
         for entry in storage.list_dir(self.staging_dir(compact_user), self.target.fs_options):
             if storage.normalize(entry.path) not in keep_paths:
                 file_io.delete_quietly(entry.path)
@@ -515,18 +548,21 @@ _coordinators_lock = threading.Lock()
 
 
 def new_coordinator(target: PaimonTarget, commit_user: str, store: StateStore | None,
-                    aggregator: Aggregator | None = None, distributed: Rewriter | None = None) -> Coordinator:
+                    aggregator: Aggregator | None = None, distributed: Rewriter | None = None,
+                    in_place: bool | None = None) -> Coordinator:
+    """`in_place`: the write's `write.in-place` as decided (None: `auto`, by the store)."""
     compaction = PaimonCompactionTarget(target)
     table = target.table_or_create()
     staging = compaction.staging_dir(commit_user + ".compact")
     if aggregator is None and table.is_primary_key_table:
-        aggregator = KeyedCompactionAggregator(target, staging, distributed=distributed)
+        aggregator = KeyedCompactionAggregator(target, staging, distributed=distributed, in_place=in_place)
     aggregator = aggregator or SmallFileAggregator(table, staging, fs_options=target.fs_options,
-                                                   distributed=distributed)
+                                                   distributed=distributed, in_place=in_place)
     return Coordinator(aggregator, compaction, commit_user, store)
 
 
-def coordinated(committer: Committer, store: StateStore, distributed: Rewriter | None = None) -> Committer:
+def coordinated(committer: Committer, store: StateStore, distributed: Rewriter | None = None,
+                in_place: bool | None = None) -> Committer:
     """The streaming committer with the aggregator after each commit (a `CoordinatedCommitter`):
     one coordinator per checkpoint and process, restored from the checkpoint on first use. An
     append table with `write-only` keeps the plain committer."""
@@ -537,7 +573,8 @@ def coordinated(committer: Committer, store: StateStore, distributed: Rewriter |
     with _coordinators_lock:
         coordinator = _coordinators.get(key)
         if coordinator is None:
-            coordinator = new_coordinator(committer.target, committer.commit_user, store, distributed=distributed)
+            coordinator = new_coordinator(committer.target, committer.commit_user, store, distributed=distributed,
+                                          in_place=in_place)
             coordinator.restore()
             _coordinators[key] = coordinator
     return CoordinatedCommitter(committer, coordinator)
@@ -550,7 +587,7 @@ def compacts_appends(table) -> bool:
 
 def aggregate_batch(target: PaimonTarget, commit_user: str, report: CommitReport,
                     files: Sequence[StagedFile], forget_user: bool = False,
-                    distributed: Rewriter | None = None) -> None:
+                    distributed: Rewriter | None = None, in_place: bool | None = None) -> None:
     """After a batch job's append: compact the small files of the partitions it wrote, its own
     and those earlier jobs or other writers left (the aggregator picks them from the table's
     latest snapshot), as Paimon's append compaction does: a partition's small files are merged
@@ -565,7 +602,7 @@ def aggregate_batch(target: PaimonTarget, commit_user: str, report: CommitReport
         table = target.table(refresh=True)
         if table is None or not compacts_appends(table):
             return
-        coordinator = new_coordinator(target, commit_user, None, distributed=distributed)
+        coordinator = new_coordinator(target, commit_user, None, distributed=distributed, in_place=in_place)
         coordinator.send(FilesWritten(report.identifier, list(files)))
         report.extra["aggregation"] = coordinator.commit_finished(report.identifier, landed=True)
         if forget_user:

@@ -117,11 +117,16 @@ class Intent:
 # -- the cleaner's side ---------------------------------------------------------------------
 def read_intents(staging_dir: str, fs_options: dict | None) -> list[str]:
     """Every file the intents under `staging_dir` name (none if there are no intents)."""
+    return [p for files in read_intent_files(staging_dir, fs_options).values() for p in files]
+
+
+def read_intent_files(staging_dir: str, fs_options: dict | None) -> dict[str, list[str]]:
+    """{intent's path: the files it names} of every intent under `staging_dir`."""
     entries = [e for e in storage.list_dir(intents_dir(staging_dir), fs_options) if e.path.endswith(".json")]
     if not entries:
-        return []
+        return {}
     io = storage.file_io(staging_dir, fs_options)
-    named: list[str] = []
+    named: dict[str, list[str]] = {}
     for entry in entries:
         try:
             data = json.loads(io.read_file_utf8(entry.path))
@@ -134,7 +139,7 @@ def read_intents(staging_dir: str, fs_options: dict | None) -> list[str]:
         if data.get("format") != INTENT_FORMAT or data.get("version") != INTENT_VERSION:
             raise CorruptStateError(f"{entry.path} is not a lakesink intent (version {INTENT_VERSION}): "
                                     f"{str(data)[:200]}")
-        named.extend(str(p) for p in data.get("files", []))
+        named[entry.path] = [str(p) for p in data.get("files", [])]
     return named
 
 

@@ -17,8 +17,10 @@ version stays as it is (Paimon's reducer); a surviving `-U`/`-D` removes the key
 with `ignore-delete` retractions are ignored before merging.
 
 `KeyedCompactTask` is picklable: an engine runs it on its executors (the
-`Rewriter` of `paimon.rewrite`) or `rewrite_on_driver` runs it here. Planning
-(which buckets, when) and committing live in `paimon.compaction`.
+`Rewriter` of `paimon.rewrite`) or `rewrite_on_driver` runs it here. It writes
+into the compaction's staging directory or, given an `InPlace`, straight to the
+table paths (`paimon.compact_outputs`). Planning (which buckets, when) and
+committing live in `paimon.compaction`.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from .. import storage
 from ..errors import UnsupportedTableError
 from ..protocol import crashpoints
 from . import parquet_layout
+from .compact_outputs import InPlace, placed
 from .datafiles import StagedFile, TableLayout, describe_parquet
 from .keyed import KEY_PREFIX, RETRACT_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec, with_key_value_meta
 
@@ -242,6 +245,7 @@ class KeyedCompactTask:
     changelog: str = "none"          # the changelog this compaction writes: none | lookup | full-compaction
     lookup: tuple = ()               # lookup: the bucket's files outside the compaction, oldest first
     lookup_levels: tuple = ()
+    in_place: InPlace | None = None  # write the new files at their table paths, named in an intent first
 
     @property
     def level(self) -> int:
@@ -431,21 +435,29 @@ def compact_bucket(task: KeyedCompactTask) -> list[StagedFile]:
         merged, changelog = _merge_with_changelog(task, schema)
     file_io = storage.file_io(task.output_dir, task.fs_options)
     outputs: list[StagedFile] = []
-    if merged.num_rows or (changelog is not None and changelog.num_rows):
+    intent = task.in_place.intent(file_io, f"bucket{task.bucket}") if task.in_place is not None else None
+    if intent is None and (merged.num_rows or (changelog is not None and changelog.num_rows)):
         file_io.check_or_mkdirs(task.output_dir)
     # Rolling files of about `target-file-size`, as Paimon's rolling writer: row groups of
     # about an eighth of the target (estimated from the inputs' bytes per row), a new file
     # once the bytes written reach the target.
     estimate = task.input_bytes / max(task.input_rows, 1)
     group_rows = max(1, min(1 << 20, int(task.lsm.target_size / 8 / max(estimate, 1e-9))))
-    for rows, is_changelog in ((merged, False), (changelog, True)):
-        start = 0
-        while rows is not None and start < rows.num_rows:
-            path, n = _write_file(task, schema, rows, start, group_rows, file_io)
-            outputs.append(_describe(task, path, rows.slice(start, n), file_io, is_changelog))
-            if start == 0 and not is_changelog:
-                crashpoints.reached("mid-rewrite")
-            start += n
+    try:
+        for rows, is_changelog in ((merged, False), (changelog, True)):
+            start = 0
+            while rows is not None and start < rows.num_rows:
+                written = _write_file(task, schema, rows, start, group_rows, file_io, intent,
+                                      "changelog" if is_changelog else "data")
+                outputs.append(_describe(task, written, rows.slice(start, written.rows), file_io, is_changelog))
+                if start == 0 and not is_changelog:
+                    crashpoints.reached("mid-rewrite")
+                start += written.rows
+    except BaseException:
+        if intent is not None:  # in the table's directories: do not leave them to a sweep
+            for path in intent.files:
+                file_io.delete_quietly(path)
+        raise
     return outputs  # no data file when every key was deleted: the bucket ends empty
 
 
@@ -481,13 +493,25 @@ def _merge_with_changelog(task: KeyedCompactTask, schema: pa.Schema) -> tuple[pa
     return merged.select(schema.names).cast(schema), changelog.select(schema.names).cast(schema)
 
 
+@dataclass
+class _Written:
+    path: str
+    rows: int
+    name: str | None = None        # in place: its file name
+    metadata: object = None        # in place: the footer written
+    size: int | None = None
+
+
 def _write_file(task: KeyedCompactTask, schema: pa.Schema, merged: pa.Table, start: int, group_rows: int,
-                file_io) -> tuple[str, int]:
-    """Write rows of `merged` from `start` into one new file until it reaches the target size:
-    (its path, rows written)."""
-    path = f"{task.output_dir}/compact-{uuid.uuid4().hex}.parquet"
+                file_io, intent=None, kind: str = "data") -> _Written:
+    """Write rows of `merged` from `start` into one new file until it reaches the target size."""
+    if intent is not None:
+        path, name = task.in_place.open(file_io, intent, task.partition, task.bucket, kind)
+        stream = storage.new_output(file_io, path)
+    else:
+        path, name = f"{task.output_dir}/compact-{uuid.uuid4().hex}.parquet", None
+        stream = file_io.new_output_stream(path)
     written = 0
-    stream = file_io.new_output_stream(path)
     try:
         writer = pq.ParquetWriter(stream, schema, compression=task.lsm.compression,
                                   **parquet_layout.writer_options(schema))
@@ -500,17 +524,26 @@ def _write_file(task: KeyedCompactTask, schema: pa.Schema, merged: pa.Table, sta
                     break
         finally:
             writer.close()
+        size = stream.tell()
     finally:
         stream.close()
-    return path, written
+    if name is None:
+        return _Written(path, written)
+    return _Written(path, written, name, getattr(getattr(writer, "writer", None), "metadata", None), size)
 
 
-def _describe(task: KeyedCompactTask, path: str, chunk: pa.Table, file_io, changelog: bool = False) -> StagedFile:
-    with file_io.new_input_stream(path) as source:
-        metadata = pq.read_metadata(source)
-    staged = describe_parquet(path, task.layout, file_io, partition=task.partition, metadata=metadata)
+def _describe(task: KeyedCompactTask, written: _Written, chunk: pa.Table, file_io,
+              changelog: bool = False) -> StagedFile:
+    path, metadata = written.path, written.metadata
+    if metadata is None:
+        with file_io.new_input_stream(path) as source:
+            metadata = pq.read_metadata(source)
+    staged = describe_parquet(path, task.layout, file_io, partition=task.partition, metadata=metadata,
+                              file_size=written.size if written.metadata is not None else None)
     staged = replace(staged, bucket=task.bucket)
-    if changelog:  # a changelog file: in the snapshot's changelog manifests, named as Paimon names them
+    if written.name is not None:  # written in place, under its own name (changelog-... for a changelog)
+        staged = replace(placed(staged, written.name), changelog=changelog)
+    elif changelog:  # a changelog file: in the snapshot's changelog manifests, named as Paimon names them
         staged = replace(staged, changelog=True, meta=replace(
             staged.meta, file_name="changelog-" + staged.meta.file_name[len("data-"):]))
     keys = [KEY_PREFIX + k for k in task.spec.trimmed_keys]
@@ -530,8 +563,9 @@ def _describe(task: KeyedCompactTask, path: str, chunk: pa.Table, file_io, chang
 
 def task_for(files: Sequence[StagedFile], table_path_of, output_dir: str, layout: TableLayout,
              spec: KeyedSpec, lsm: LsmOptions, fs_options: dict | None = None,
-             unit: CompactUnit | None = None) -> KeyedCompactTask:
-    """The task compacting `unit` (default: fully compacting `files`, every live file of one bucket)."""
+             unit: CompactUnit | None = None, in_place: InPlace | None = None) -> KeyedCompactTask:
+    """The task compacting `unit` (default: fully compacting `files`, every live file of one bucket);
+    its outputs written in place given `in_place`."""
     unit = unit or lsm.full(files)
     ordered = age_order(unit.files)
     first = ordered[0]
@@ -547,4 +581,5 @@ def task_for(files: Sequence[StagedFile], table_path_of, output_dir: str, layout
                             sum(f.file_size for f in ordered), sum(f.row_count for f in ordered),
                             tuple(first.partition), first.bucket, output_dir, layout, spec, lsm, fs_options,
                             unit.output_level, unit.drop_deletes, tuple(f.meta.level for f in ordered),
-                            changelog, tuple(path_of(f) for f in lookup), tuple(f.meta.level for f in lookup))
+                            changelog, tuple(path_of(f) for f in lookup), tuple(f.meta.level for f in lookup),
+                            in_place)

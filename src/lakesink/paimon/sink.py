@@ -103,7 +103,7 @@ class BatchWrite:
             if self.aggregate:
                 from .compaction import aggregate_batch
                 aggregate_batch(self.target, self.commit_user, report, files, forget_user=self.anonymous,
-                                distributed=self.rewriter)
+                                distributed=self.rewriter, in_place=self.in_place)
         except CommitStateUnknownError:
             if not self.in_place:
                 self.remove_staging()

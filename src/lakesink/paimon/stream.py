@@ -128,7 +128,7 @@ class StreamSink:
             # Small files binned and compacted after each commit (append tables); buckets of
             # primary-key tables compacted when their sorted runs pass the trigger.
             from .compaction import coordinated
-            committer = coordinated(committer, self.store, self.rewriter)
+            committer = coordinated(committer, self.store, self.rewriter, in_place=self.in_place)
         return committer
 
     def _plain_committer(self) -> Committer:

@@ -107,6 +107,15 @@ class CompactionTarget(ABC, Generic[C]):
     def discard(self, committables: Sequence[C]) -> int:
         """Delete files of committables no snapshot references."""
 
+    def before_round(self, compact_user: str) -> None:
+        """Called before each plan, before anything is rewritten (e.g. to remove what dead
+        compactions wrote where the next one writes). Raise to skip the round."""
+
+    def missing_files(self, committables: Sequence[C]) -> list[str]:
+        """Files of a restored pending compaction's outputs that no longer exist (none checked
+        by default: the commit itself fails on them)."""
+        return []
+
     @abstractmethod
     def live(self, committables: Sequence[C]) -> list[C]:
         """Those of `committables` the latest snapshot still holds."""
@@ -147,6 +156,7 @@ class Coordinator(Generic[C]):
         self.held: list = []                  # events not delivered yet
         self.applied: int | None = None       # newest checkpoint whose files are in the bins
         self.pending: dict | None = None      # a planned compaction not known to have landed
+        self._pending_restored = False        # `pending` came from the saved state
         self._committing: int | None = None
         self._finished: int | None = None     # newest checkpoint whose commit finished
         self._events_lock = threading.Lock()
@@ -292,6 +302,7 @@ class Coordinator(Generic[C]):
     def _plan_and_commit(self, checkpoint: int) -> RoundReport | None:
         if not self.bins:
             return None
+        self.target.before_round(self.compact_user)
         committables = self.aggregator.inputs(list(self.bins.values()))
         self.bins = {self.target.identity(c): c for c in committables if self.aggregator.carries(c)}
         plan = run_aggregator(self.aggregator, committables, self.target.identity)
@@ -320,6 +331,9 @@ class Coordinator(Generic[C]):
         last = self.target.last_committed(self.compact_user)
         if last is None or last < identifier:
             try:
+                missing = self.target.missing_files(new) if self._pending_restored else []
+                if missing:  # e.g. removed as abandoned: its rows are still in the files it replaces
+                    raise FileNotFoundError(f"outputs of compaction {identifier} are gone: {missing[:3]}")
                 commit = self.target.commit_compaction(
                     self.compact_user, identifier, replaced, new,
                     {**pending.get("properties", {}), "lakesink.compaction-of": self.commit_user,
@@ -330,7 +344,7 @@ class Coordinator(Generic[C]):
                 # landed, so this rewrite's files go and the bins lose what is no longer live.
                 log.info("compaction %s of %s not committed: %s", identifier, self.commit_user, exc)
                 self.target.discard(new)
-                self.pending = None
+                self.pending, self._pending_restored = None, False
                 self.bins = {self.target.identity(c): c for c in self.target.live(list(self.bins.values()))}
                 report.conflict, report.files_removed, report.files_added = str(exc), 0, 0
                 report.carried = len(self.bins)
@@ -342,7 +356,7 @@ class Coordinator(Generic[C]):
             c = self.target.as_committed(c)
             if self.aggregator.carries(c):
                 self.bins[self.target.identity(c)] = c
-        self.pending = None
+        self.pending, self._pending_restored = None, False
         report.carried = len(self.bins)
         self._last_round = report
 
@@ -390,6 +404,7 @@ class Coordinator(Generic[C]):
             self.bins[self.target.identity(c)] = c
         self.held = [self._decode_event(e) for e in data.get("held") or []]
         self.pending = data.get("pending")
+        self._pending_restored = self.pending is not None
         self.aggregator.restore_state(data.get("aggregator") or {})
 
     def _encode_event(self, event) -> dict:
