@@ -195,7 +195,9 @@ _declare(
            "staging (what failed attempts wrote is found there and removed), so the commit moves nothing; "
            "`false` stages the files and the commit renames them into the table. `auto`: in place on object "
            "stores, where a rename is a copy and a delete per file; staged on the local file system, where "
-           "it is cheap and atomic (see [storage.md](storage.md#data-files-written-in-place)).",
+           "it is cheap and atomic (see [storage.md](storage.md#data-files-written-in-place)). The same for "
+           "the outputs of the compaction that follows the write (small-file aggregator, keyed compaction, "
+           "their changelog files; [compaction.md](compaction.md)). The fast path always stages.",
            choices=("auto", "true", "false")),
     # -- ctas ----------------------------------------------------------------------
     Option("ctas.atomicity-enabled", "ctas", "bool", True, "Stage the table and publish it atomically; "
