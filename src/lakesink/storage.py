@@ -51,18 +51,26 @@ def is_storage_key(key: str) -> bool:
 
 def s3_client_options(options: Mapping[str, str]) -> dict[str, int]:
     """The S3 client options given among `options`, typed (timeouts in milliseconds), by their
-    `fs.s3.` key; a bad value is an error naming the key as spelled."""
-    from .errors import InvalidOptionError
-    from .options import REGISTRY  # options imports this module
+    `fs.s3.` names. Parsed here, below the options registry that documents them, as it does:
+    durations in Paimon's notation, attempts a whole number; 0 is refused (the clients read it
+    as "give up at once", not as "never")."""
+    from pypaimon.common.time_utils import parse_duration
 
+    from .errors import InvalidOptionError
     out = {}
     for key in (S3_CONNECT_TIMEOUT, S3_REQUEST_TIMEOUT, S3_ATTEMPTS):
         name = key[len("fs.s3."):]
         spelled = next((prefix + name for prefix in _S3_PREFIXES if prefix + name in options), None)
-        if spelled is not None:
-            out[key] = REGISTRY[key].parse(options[spelled], spelled)
-            if out[key] <= 0:  # the clients read 0 as "give up at once", not as "never"
-                raise InvalidOptionError(spelled, options[spelled], "a duration above 0, such as '5 s'")
+        if spelled is None:
+            continue
+        text = str(options[spelled]).strip()
+        expected = "a whole number above 0" if key == S3_ATTEMPTS else "a duration above 0, such as '5 s'"
+        try:
+            out[key] = int(text) if key == S3_ATTEMPTS else int(parse_duration(text))
+        except (TypeError, ValueError):
+            raise InvalidOptionError(spelled, options[spelled], expected) from None
+        if out[key] <= 0:
+            raise InvalidOptionError(spelled, options[spelled], expected)
     return out
 
 
