@@ -19,8 +19,7 @@ import pytest
 
 from lakesink import storage
 
-from ..s3proxy import S3Proxy
-from ..s3server import S3Server
+from ..s3proxy import proxied_s3
 from ..staged import commit, new_target, read_back, stage
 
 BUCKET = "lakesink-compaction"
@@ -29,16 +28,14 @@ KEYED_SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.s
 
 @pytest.fixture(scope="module")
 def s3():
-    with S3Server() as server:
-        server.create_bucket(BUCKET)
-        with S3Proxy(server.endpoint) as proxy:
-            yield server, proxy
+    with proxied_s3(BUCKET) as both:
+        yield both
 
 
 @pytest.fixture()
 def where(s3, request):
     server, proxy = s3
-    options = {**server.fs_options(), "fs.s3.endpoint": proxy.endpoint}
+    options = proxy.fs_options(server)
     return f"s3://{BUCKET}/{request.node.name[:50]}", options, proxy
 
 
