@@ -46,11 +46,14 @@ def _nth_hit(wanted: str, point: str) -> bool:
     hits = 1
     if counter_dir:
         os.makedirs(counter_dir, exist_ok=True)
-        # One file per hit: atomic across processes without locks.
-        fd = os.open(os.path.join(counter_dir, f"{point}.{os.getpid()}.{os.urandom(4).hex()}"),
-                     os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        os.close(fd)
-        hits = sum(1 for f in os.listdir(counter_dir) if f.startswith(point + "."))
+        # Each hit takes the first free number: atomic across processes and threads without
+        # locks, so two hits at once never both see the same count (and skip `@1`).
+        while True:
+            try:
+                os.close(os.open(os.path.join(counter_dir, f"{point}.{hits}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                break
+            except FileExistsError:
+                hits += 1
     return hits == int(nth or 1)
 
 
