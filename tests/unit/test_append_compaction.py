@@ -233,3 +233,22 @@ def test_a_round_whose_inputs_an_overwrite_removed_gives_up_with_every_row_exact
     assert snapshots(path)[-1].commit_kind == "OVERWRITE"
     assert rows_of(read_table(path)) == rows_of(replaced["rows"])
     assert leftover_files(path) == set()
+
+
+@pytest.mark.parametrize("choice", ["true", "false"])
+def test_lakesink_compact_takes_write_in_place_from_its_options(tmp_path, monkeypatch, choice):
+    """`auto` decides by the store (staged on the local disk); the option forces either way."""
+    from lakesink.paimon import compaction
+
+    path = str(tmp_path / "t")
+    expected = pa.concat_tables([batch_job(path, job, {})[1] for job in range(2)])
+    moved = []
+    place = compaction.place
+    monkeypatch.setattr(compaction, "place", lambda table, files: (moved.extend(f for f in files if f.staged_path),
+                                                                   place(table, files))[1])
+    report = lakesink.compact(None, path, progress=False, options={"write.in-place": choice})
+    assert report.files_added > 0 and rows_of(read_table(path)) == rows_of(expected)
+    assert len(moved) == (0 if choice == "true" else report.files_added)  # in place: nothing to move
+    assert leftover_files(path) == set()
+    with pytest.raises(ConfigurationError, match="write.in-place"):
+        lakesink.compact(None, path, progress=False, options={"write.in-place": "sometimes"})

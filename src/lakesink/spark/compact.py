@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 
 from ..errors import CommitConflictError, ConfigurationError
-from ..paimon import tables
+from ..paimon import intents, tables
 from ..paimon.catalog import resolve
 from ..paimon.compaction import (KeyedCompactionAggregator, PaimonCompactionTarget, SmallFileAggregator,
                                  live_files)
@@ -71,13 +71,15 @@ def compact(spark, path: str, partitions: Sequence[Mapping[str, object]] | None 
         raise ConfigurationError(f"Table {target.path} does not exist: nothing to compact.")
     if partitions is not None:
         _check_partitions(table, partitions)
+    # write.in-place among the options: auto (by the store), or forced either way
+    in_place = intents.in_place(target.path, str((options or {}).get("write.in-place", "auto")))
     if table.is_primary_key_table:
-        return _compact_keyed(spark, target, partitions, size, full, progress, max_attempts)
+        return _compact_keyed(spark, target, partitions, size, full, progress, max_attempts, in_place)
     tables.check_writable(table, PATH_NAME)
     compaction = PaimonCompactionTarget(target)
     user = f"lakesink-compact-{uuid.uuid4()}"
     aggregator = SmallFileAggregator(table, compaction.staging_dir(user), target_size=size,
-                                     fs_options=target.fs_options)
+                                     fs_options=target.fs_options, in_place=in_place)
     aggregator.flush()  # a job compacts partial bins too: there is no later checkpoint
     conflicts = 0
     try:
@@ -113,7 +115,7 @@ def compact(spark, path: str, partitions: Sequence[Mapping[str, object]] | None 
 
 
 def _compact_keyed(spark, target: PaimonTarget, partitions, size: int | None, full: bool, progress,
-                   max_attempts: int) -> CommitReport:
+                   max_attempts: int, in_place: bool | None = None) -> CommitReport:
     """Full compaction of the buckets of a primary-key table, committed as one COMPACT snapshot.
 
     A conflict (another commit removed an input: another compaction, an overwrite) rebases:
@@ -122,7 +124,8 @@ def _compact_keyed(spark, target: PaimonTarget, partitions, size: int | None, fu
     """
     compaction = PaimonCompactionTarget(target)
     user = f"lakesink-compact-{uuid.uuid4()}"
-    aggregator = KeyedCompactionAggregator(target, compaction.staging_dir(user), force=full, target_size=size)
+    aggregator = KeyedCompactionAggregator(target, compaction.staging_dir(user), force=full, target_size=size,
+                                           in_place=in_place)
     run_tasks = ((lambda tasks, on_progress: rewrite_on_spark(spark, tasks, on_progress))
                  if spark is not None and not is_connect(spark) else (lambda tasks, _: rewrite_on_driver(tasks)))
     done: dict = {}   # bucket -> (its files, the files replacing them)
