@@ -192,9 +192,8 @@ class S3Proxy:
 @contextmanager
 def proxied_s3(bucket: str):
     """A fresh test S3 server holding `bucket`, behind a proxy: yields (server, proxy)."""
-    from tests.s3server import S3Server
+    from tests.s3server import s3_bucket
 
-    with S3Server() as server:
-        server.create_bucket(bucket)
+    with s3_bucket(bucket) as server:
         with S3Proxy(server.endpoint) as proxy:
             yield server, proxy

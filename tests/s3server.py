@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 
 ACCESS_KEY = "testing"
 SECRET_KEY = "testing"
@@ -85,3 +86,11 @@ class S3Server:
 
     def create_bucket(self, name: str) -> None:
         self.client().create_bucket(Bucket=name)
+
+
+@contextmanager
+def s3_bucket(name: str):
+    """A fresh test S3 server holding bucket `name`: yields the server."""
+    with S3Server() as server:
+        server.create_bucket(name)
+        yield server

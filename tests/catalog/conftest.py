@@ -41,6 +41,12 @@ def catalog_options(kind: str, tmp_path) -> dict:
     return options
 
 
+def s3_catalog_options(kind: str, tmp_path, server, bucket: str) -> dict:
+    """A JDBC catalog (`kind`) whose warehouse is a fresh prefix of `bucket` on the test S3 server."""
+    return {**catalog_options(kind, tmp_path), **server.fs_options(),
+            "warehouse": f"s3://{bucket}/wh-{uuid.uuid4().hex[:8]}"}
+
+
 def forget_postgres_catalog(options: dict) -> None:
     """Delete a test's rows from Paimon's catalog tables in the shared PostgreSQL database."""
     if not options.get("uri", "").startswith("jdbc:postgresql:"):

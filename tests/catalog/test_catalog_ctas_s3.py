@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 
 import pytest
 
@@ -25,8 +24,8 @@ from lakesink.paimon import reservations
 from lakesink.paimon.catalog_staged import stage_table
 from lakesink.protocol.crashpoints import InjectedFailure
 from lakesink.protocol.staging import run_staged
-from tests.catalog.conftest import catalog_options, forget_postgres_catalog, write_rows
-from tests.s3server import S3Server
+from tests.catalog.conftest import forget_postgres_catalog, write_rows, s3_catalog_options
+from tests.s3server import s3_bucket
 from tests.staged import read_back
 
 BUCKET = "lakesink-catalog"
@@ -34,15 +33,13 @@ BUCKET = "lakesink-catalog"
 
 @pytest.fixture(scope="module")
 def s3():
-    with S3Server() as server:
-        server.create_bucket(BUCKET)
+    with s3_bucket(BUCKET) as server:
         yield server
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def cat(request, tmp_path, s3):
-    options = {**catalog_options(request.param, tmp_path), **s3.fs_options(),
-               "warehouse": f"s3://{BUCKET}/wh-{uuid.uuid4().hex[:8]}"}
+    options = s3_catalog_options(request.param, tmp_path, s3, BUCKET)
     catalog = lakesink.catalog(options)
     catalog.create_database("shop")
     yield catalog

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 
 import pytest
 from click.testing import CliRunner
@@ -23,8 +22,8 @@ from lakesink.errors import CommitFailedError
 from lakesink.paimon import maintenance, reservations
 from lakesink.paimon.catalog_staged import stage_table
 from lakesink.paimon.maintenance import catalog_staging
-from tests.catalog.conftest import catalog_options, forget_postgres_catalog, write_rows
-from tests.s3server import S3Server
+from tests.catalog.conftest import forget_postgres_catalog, write_rows, s3_catalog_options
+from tests.s3server import s3_bucket
 from tests.staged import commit, new_target, read_back, stage
 
 BUCKET = "lakesink-sweep"
@@ -32,15 +31,13 @@ BUCKET = "lakesink-sweep"
 
 @pytest.fixture(scope="module")
 def s3():
-    with S3Server() as server:
-        server.create_bucket(BUCKET)
+    with s3_bucket(BUCKET) as server:
         yield server
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def cat(request, tmp_path, s3):
-    options = {**catalog_options(request.param, tmp_path), **s3.fs_options(),
-               "warehouse": f"s3://{BUCKET}/wh-{uuid.uuid4().hex[:8]}"}
+    options = s3_catalog_options(request.param, tmp_path, s3, BUCKET)
     catalog = lakesink.catalog(options)
     catalog.create_database("shop")
     catalog_staging.forget()

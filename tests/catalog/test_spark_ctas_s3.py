@@ -4,15 +4,14 @@ S3-compatible test server; read back with pypaimon. Credentials reach the store 
 
 from __future__ import annotations
 
-import uuid
 
 import pytest
 
 import lakesink
 from lakesink.errors import SchemaMismatchError, UnsupportedTableError
 from lakesink.paimon import reservations
-from tests.catalog.conftest import catalog_options, forget_postgres_catalog, session_catalog
-from tests.s3server import S3Server
+from tests.catalog.conftest import forget_postgres_catalog, session_catalog, s3_catalog_options
+from tests.s3server import s3_bucket
 from tests.staged import read_back, snapshot_list
 
 pytestmark = pytest.mark.spark
@@ -21,15 +20,13 @@ BUCKET = "lakesink-spark-ctas"
 
 @pytest.fixture(scope="module")
 def s3():
-    with S3Server() as server:
-        server.create_bucket(BUCKET)
+    with s3_bucket(BUCKET) as server:
         yield server
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def cat(request, spark, tmp_path, s3):
-    options = {**catalog_options(request.param, tmp_path), **s3.fs_options(),
-               "warehouse": f"s3://{BUCKET}/wh-{uuid.uuid4().hex[:8]}"}
+    options = s3_catalog_options(request.param, tmp_path, s3, BUCKET)
     with session_catalog(spark, options) as catalog:
         catalog.create_database("shop")
         yield catalog

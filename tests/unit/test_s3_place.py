@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from lakesink.paimon.datafiles import place
-from tests.s3server import S3Server
+from tests.s3server import s3_bucket
 from tests.staged import commit, new_target, read_back, snapshot_list, stage
 
 BUCKET = "lakesink-place"
@@ -18,8 +18,7 @@ BUCKET = "lakesink-place"
 
 @pytest.fixture(scope="module")
 def s3():
-    with S3Server() as server:
-        server.create_bucket(BUCKET)
+    with s3_bucket(BUCKET) as server:
         yield server
 
 
