@@ -316,13 +316,14 @@ def check_keyed_table(table, requested_primary_keys) -> None:
 
 def next_sequence_numbers(table) -> dict[tuple, int]:
     """{(partition tuple, bucket): first free sequence number} over the table's latest snapshot."""
-    if table is None or table.snapshot_manager().get_latest_snapshot() is None:
+    from .maintenance.metadata import live_entries  # manifests read once per stream, not per batch
+
+    if table is None:
         return {}
-    splits = table.new_read_builder().new_scan().plan_for_write().splits()
     out: dict[tuple, int] = {}
-    for split in splits:
-        key = (tuple(split.partition.values), split.bucket)
-        top = max(f.max_sequence_number for f in split.files) + 1
+    for entry in live_entries(table):
+        key = (tuple(entry.partition.values), entry.bucket)
+        top = entry.file.max_sequence_number + 1
         if top > out.get(key, 0):
             out[key] = top
     return out

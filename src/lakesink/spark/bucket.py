@@ -272,61 +272,78 @@ def _rotl32(x: str, r: int) -> str:
     return f"((shiftleft({x}, {r}) | shiftright({x}, {32 - r})) & {_MASK32})"
 
 
-def _slot_words(col, t: KeyType, ntz: bool):
-    """The two little-endian 32-bit words of the 8-byte slot of a fixed-size value (not null)."""
-    F = _F()
+def _micros_sql(column: str, ntz: bool) -> str:
+    """SQL: epoch microseconds of a TIMESTAMP or TIMESTAMP_NTZ (as `epoch_micros`)."""
+    if ntz:
+        return f"timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {column})"
+    return f"unix_micros({column})"
+
+
+def _slot_words(column: str, t: KeyType, ntz: bool) -> tuple[str, str]:
+    """SQL (bigint): the two little-endian 32-bit words of the 8-byte slot of a fixed-size value (not null)."""
     if t.kind == "bool":
-        return F.when(col, F.lit(1)).otherwise(F.lit(0)).cast("bigint"), F.lit(0).cast("bigint")
+        return f"CASE WHEN {column} THEN 1L ELSE 0L END", "0L"
     if t.kind in ("i8", "i16", "i32", "date"):
-        v = (F.unix_date(col) if t.kind == "date" else col).cast("bigint")
+        v = f"unix_date({column})" if t.kind == "date" else column
         mask = {"i8": 0xFF, "i16": 0xFFFF}.get(t.kind, _MASK32)
-        return v.bitwiseAND(mask), F.lit(0).cast("bigint")
-    v = col.cast("bigint") if t.kind == "i64" else _split_micros(epoch_micros(col, ntz))[0]
-    return v.bitwiseAND(_MASK32), F.shiftrightunsigned(v, 32)
+        return f"(CAST({v} AS BIGINT) & {mask})", "0L"
+    if t.kind == "i64":
+        v = f"CAST({column} AS BIGINT)"
+    else:  # a compact timestamp: epoch milliseconds, floored (Paimon's Timestamp)
+        micros = _micros_sql(column, ntz)
+        v = f"CAST((({micros}) - pmod({micros}, 1000)) div 1000 AS BIGINT)"
+    return f"({v} & {_MASK32})", f"shiftrightunsigned({v}, 32)"
+
+
+_INLINE = 16  # copies of the running hash one projection may hold (steps inlined into each other)
 
 
 def _with_fixed_bucket(df, key_names, types, ntz_flags, num_buckets: int, name: str):
     """`df` with column `name` = the bucket of a key of fixed-width fields only.
 
-    Murmur3 (seed 42) over the BinaryRow's words as bigint arithmetic: the words and their k1
-    (independent of the running hash) in two projections, then one projection per word and three
-    for the finalisation. Each step reads the running hash twice, so one expression would double
-    in size per word; Spark keeps such projections apart (it does not inline an expression used
-    twice). Steps are SQL text, one call into the JVM each instead of dozens: a stream plans
-    this every micro-batch.
+    Murmur3 (seed 42) over the BinaryRow's words as bigint arithmetic. The k1 of each word does
+    not depend on the running hash: all in one projection. Each later step reads the running
+    hash two to four times, so inlining steps multiplies the expression: steps are inlined into
+    each other up to `_INLINE` copies, then projected (Spark keeps such projections apart: it
+    does not inline an expression used twice). All SQL text: one call into the JVM per
+    projection, which a stream pays every micro-batch.
     """
-    F = _F()
-    header = F.lit(0).cast("bigint")
-    words = []
+    from .sqltext import columns, ident
+
+    kept = columns(df.columns)
+    header, words = [], []
     for i, (key, t, ntz) in enumerate(zip(key_names, types, ntz_flags)):
-        col = df[key]
-        header = header.bitwiseOR(F.when(col.isNull(), F.lit(1 << (8 + i))).otherwise(F.lit(0)).cast("bigint"))
-        low, high = _slot_words(col, t, ntz)
-        words += [F.when(col.isNull(), F.lit(0).cast("bigint")).otherwise(low),
-                  F.when(col.isNull(), F.lit(0).cast("bigint")).otherwise(high)]
-    words = [header.bitwiseAND(_MASK32), F.shiftrightunsigned(header, 32)] + words
-    # k1 of each word does not depend on the running hash: all of them in one projection.
+        column = ident(key)
+        header.append(f"CASE WHEN {column} IS NULL THEN shiftleft(1L, {8 + i}) ELSE 0L END")
+        words += [f"CASE WHEN {column} IS NULL THEN 0L ELSE {w} END" for w in _slot_words(column, t, ntz)]
+    header_sql = "(" + " | ".join(header) + ")"
+    words = [f"({header_sql} & {_MASK32})", f"shiftrightunsigned({header_sql}, 32)"] + words
     word_names = [f"{name}_k{i}" for i in range(len(words))]
-    out = df.select("*", *[w.alias(n) for w, n in zip(words, word_names)])
-    out = out.select(*[F.col("`" + c.replace("`", "``") + "`") for c in df.columns],
-                     *[F.expr(_mul32(_rotl32(_mul32(f"`{n}`", _C1), 15), _C2)).alias(n) for n in word_names],
-                     F.lit(42).cast("bigint").alias(name))
-    h = f"`{name}`"
+    out = df.selectExpr(*kept, *[f"{_mul32(_rotl32(_mul32(f'({w})', _C1), 15), _C2)} AS {n}"
+                                 for w, n in zip(words, word_names)])
 
-    def step(sql: str):
-        nonlocal out
-        out = out.withColumn(name, F.expr(sql))
+    def mix(k1):
+        return lambda h: f"({_rotl32(f'({h} ^ {k1})', 13)} * 5 + {0xE6546B64}) & {_MASK32}"
 
-    for k1 in word_names:
-        mixed = f"({h} ^ `{k1}`)"
-        step(f"({_rotl32(mixed, 13)} * 5 + {0xE6546B64}) & {_MASK32}")
-    finished = f"({h} ^ {4 * len(words)})"
-    step(f"{finished} ^ shiftright({finished}, 16)")
-    for constant, shift in ((_FMIX1, 13), (_FMIX2, 16)):
-        product = _mul32(h, constant)
-        step(f"{product} ^ shiftright({product}, {shift})")
-    signed = F.when(F.col(name) >= F.lit(1 << 31), F.col(name) - F.lit(1 << 32)).otherwise(F.col(name))
-    return out.withColumn(name, bucket_of(signed, num_buckets)).drop(*word_names)
+    def fmix(constant, shift):
+        return lambda h: f"{_mul32(h, constant)} ^ shiftright({_mul32(h, constant)}, {shift})"
+
+    def signed_bucket(h):
+        signed = f"CASE WHEN {h} >= {1 << 31} THEN {h} - {1 << 32} ELSE {h} END"
+        return f"CAST(abs(({signed}) % {num_buckets}) AS INT)"
+
+    # (step, copies of the running hash it holds, the word it reads)
+    steps = [(mix(k1), 2, i) for i, k1 in enumerate(word_names)]
+    steps += [(lambda h: f"({h} ^ {4 * len(words)}) ^ shiftright(({h} ^ {4 * len(words)}), 16)", 2, None),
+              (fmix(_FMIX1, 13), 4, None), (fmix(_FMIX2, 16), 4, None), (signed_bucket, 3, None)]
+    h, copies = "42L", 1
+    for number, (step, uses, _word) in enumerate(steps):
+        if copies * uses > _INLINE:
+            later = [w for _, _, i in steps[number:] if i is not None for w in [word_names[i]]]
+            out = out.selectExpr(*kept, *later, f"{h} AS {name}")
+            h, copies = name, 1
+        h, copies = step(f"({h})"), copies * uses
+    return out.selectExpr(*kept, f"{h} AS {name}")
 
 
 def with_bucket(df, key_names, paimon_fields, num_buckets: int, name: str):

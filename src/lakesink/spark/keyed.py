@@ -25,7 +25,9 @@ from __future__ import annotations
 
 from ..errors import ConfigurationError
 from ..paimon.keyed import KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec, null_key_refusal
+from . import sqltext
 from .bucket import with_bucket
+from .sqltext import ident, string
 
 HIDDEN_PARTITION = "lakesink_partition_{}"
 BUCKET = "lakesink_bucket"
@@ -35,189 +37,182 @@ _BASES = "lakesink_bases"  # the next free sequence number of each bucket of the
 _KIND = "lakesink_kind"
 _VERSIONS = "lakesink_versions"
 _MERGED = "lakesink_merged_"
+_KEEP = "lakesink_keep"
+_RETRACT = "(" + ", ".join(str(k) for k in RETRACT_KINDS) + ")"
 _FILE = "lakesink_file"  # data | changelog (changelog-producer=input); its directory marks changelog files
 _ROW_INDEX_BITS = 33  # monotonically_increasing_id: partition id << 33 | row index in the partition
 ERROR_PREFIX = "lakesink keyed write: "
 
 
 def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
-    """The DataFrame Spark writes, plus the names of its partitionBy columns."""
-    from pyspark.sql import Window
+    """The DataFrame Spark writes, plus the names of its partitionBy columns.
+
+    Expressions are SQL text (spark.sqltext): one call into the JVM per projection, not per
+    function; a stream builds this plan every micro-batch."""
     from pyspark.sql import functions as F
 
     names = [f.name for f in fields]
-    out = df.select(*names)
-    checked = []
+    keyed = spec.has_primary_key
+    hidden = [HIDDEN_PARTITION.format(i) for i in range(len(spec.partition_keys))]
+    first = []
     for name in names:
-        column = out[name]
+        column = ident(name)
         if name in spec.primary_keys:
             # In the column that is written, so the optimizer cannot prune the check away.
-            column = F.when(column.isNull(), F.raise_error(F.lit(
-                f"{ERROR_PREFIX}{null_key_refusal(name)}"))).otherwise(column)
-        checked.append(column.alias(name))
-    out = out.select(*checked)
-    hidden = [HIDDEN_PARTITION.format(i) for i in range(len(spec.partition_keys))]
-    extra = [out[k].alias(h) for k, h in zip(spec.partition_keys, hidden)]
-    extra.append(F.monotonically_increasing_id().alias(_ORDER))
-    out = _with_bases(out.select("*", *extra), spec, hidden, next_sequence)
+            column = (f"CASE WHEN {column} IS NULL THEN raise_error("
+                      f"{string(ERROR_PREFIX + null_key_refusal(name))}) ELSE {column} END")
+        first.append(f"{column} AS {ident(name)}")
+    first += [f"{ident(k)} AS {h}" for k, h in zip(spec.partition_keys, hidden)]
+    first.append(f"monotonically_increasing_id() AS {_ORDER}")
+    bases = keyed and bool(next_sequence)
+    if bases and not hidden:
+        bases_of_table = _bases_by_partition(spec, next_sequence).get((), [0] * spec.num_buckets)
+        first.append(f"array({', '.join(f'CAST({b} AS BIGINT)' for b in bases_of_table)}) AS {_BASES}")
+    out = df.selectExpr(*first)
+    if bases and hidden:
+        out = _with_bases(out, spec, hidden, next_sequence)
     out = with_bucket(out, list(spec.bucket_keys), fields, spec.num_buckets, BUCKET)
-    base = F.element_at(F.col(_BASES), F.col(BUCKET) + 1) if next_sequence else F.lit(None)
-    out = out.withColumn(_BASE, F.coalesce(base, F.lit(0)).cast("bigint"))
-    if next_sequence:
-        out = out.drop(_BASES)
-    out = out.repartition(*hidden, BUCKET)
-    if not spec.has_primary_key:
-        return out.select(*names, *hidden, BUCKET), hidden + [BUCKET]
+    carried = [*sqltext.columns(names), *hidden, BUCKET]
+    if not keyed:
+        return out.selectExpr(*carried).repartition(*hidden, BUCKET), hidden + [BUCKET]
+    base = f"coalesce(element_at({_BASES}, {BUCKET} + 1), 0)" if bases else "0"
+    out = out.selectExpr(*carried, _ORDER, f"CAST({base} AS BIGINT) AS {_BASE}").repartition(*hidden, BUCKET)
 
-    group = [*hidden, BUCKET, *spec.trimmed_keys]
-    window = Window.partitionBy(*group).orderBy(*[F.col(c).asc_nulls_first() for c in spec.sequence_fields],
-                                                F.col(_ORDER))
+    group = [*hidden, BUCKET, *sqltext.columns(spec.trimmed_keys)]
+    order = [f"{ident(c)} ASC NULLS FIRST" for c in spec.sequence_fields] + [_ORDER]
+    window = f"(PARTITION BY {', '.join(group)} ORDER BY {', '.join(order)})"
     merging = spec.merge_engine in ("partial-update", "aggregation")
     if merging or spec.ignore_delete:
-        out = out.withColumn(_KIND, _value_kind(out, spec))
+        out = out.selectExpr("*", f"{_value_kind(spec)} AS {_KIND}")
     if spec.ignore_delete and spec.rowkind_field:
         # Dropped before merging, for every engine, as Paimon's writer drops them: a -D row in a
         # file would delete its key for readers that do not know the option (pypaimon).
-        out = out.where(~F.col(_KIND).isin(*RETRACT_KINDS))
+        out = out.where(f"{_KIND} NOT IN {_RETRACT}")
     if merging:
         out = _merge_versions(out, spec, names, window)
-    if spec.merge_engine == "first-row":
-        keep = F.lag(_ORDER).over(window).isNull()
-    else:
-        keep = F.lead(_ORDER).over(window).isNull()
-    out = out.withColumn("lakesink_keep", keep)
+    neighbour = "lag" if spec.merge_engine == "first-row" else "lead"
+    out = out.selectExpr("*", f"{neighbour}({_ORDER}) OVER {window} IS NULL AS {_KEEP}")
     changelog = spec.changelog_producer == "input"
     if changelog:
         # One job writes both: every input row to a changelog file, the kept (merged) rows to data
         # files; sorted by file kind then key, as each file must be.
-        kinds = F.when(F.col("lakesink_keep"), F.array(F.lit("data"), F.lit("changelog")))
-        out = out.withColumn(_FILE, F.explode(kinds.otherwise(F.array(F.lit("changelog")))))
+        out = out.selectExpr("*", f"explode(CASE WHEN {_KEEP} THEN array('data', 'changelog') "
+                                  f"ELSE array('changelog') END) AS {_FILE}")
         out = out.sortWithinPartitions(*hidden, BUCKET, _FILE, *spec.trimmed_keys,
                                        *[F.col(c).asc_nulls_first() for c in spec.sequence_fields], _ORDER)
     else:
-        out = out.where("lakesink_keep")
-    row_index = F.monotonically_increasing_id().bitwiseAND((1 << _ROW_INDEX_BITS) - 1)
-    columns = [out[k].alias(KEY_PREFIX + k) for k in spec.trimmed_keys]
-    columns.append((out[_BASE] + row_index).alias(SEQUENCE))
-    raw_kind = out[_KIND] if merging or spec.ignore_delete else _value_kind(out, spec)
+        out = out.where(_KEEP)
+    row_index = f"(monotonically_increasing_id() & {(1 << _ROW_INDEX_BITS) - 1})"
+    columns = [f"{ident(k)} AS {ident(KEY_PREFIX + k)}" for k in spec.trimmed_keys]
+    columns.append(f"{_BASE} + {row_index} AS {SEQUENCE}")
+    raw_kind = _KIND if merging or spec.ignore_delete else _value_kind(spec)
     if merging:
         # Paimon's write buffer (a reducer) keeps a key's only row as it came, kind included,
         # and merges several into one +I row.
-        kind = F.when(F.col(_VERSIONS) == 1, out[_KIND]).otherwise(F.lit(0)).cast("tinyint")
-        values = [F.when(F.col(_VERSIONS) == 1, out[n]).otherwise(out[_MERGED + n])
-                  if n not in spec.primary_keys else out[n] for n in names]
+        kind = f"CASE WHEN {_VERSIONS} = 1 THEN {_KIND} ELSE 0 END"
+        values = [ident(n) if n in spec.primary_keys
+                  else f"CASE WHEN {_VERSIONS} = 1 THEN {ident(n)} ELSE {ident(_MERGED + n)} END" for n in names]
     else:
-        kind, values = raw_kind, [out[n] for n in names]
+        kind, values = raw_kind, [ident(n) for n in names]
     if changelog:  # changelog rows: the input row as it came
-        is_data = F.col(_FILE) == F.lit("data")
-        kind = F.when(is_data, kind).otherwise(raw_kind).cast("tinyint")
-        values = [F.when(is_data, v).otherwise(out[n]) for v, n in zip(values, names)]
-    columns.append(kind.alias(VALUE_KIND))
-    columns += [v.alias(n) for v, n in zip(values, names)] + [out[h] for h in hidden] + [out[BUCKET]]
+        kind = f"CASE WHEN {_FILE} = 'data' THEN {kind} ELSE {raw_kind} END"
+        values = [f"CASE WHEN {_FILE} = 'data' THEN {v} ELSE {ident(n)} END" for v, n in zip(values, names)]
+    columns.append(f"CAST({kind} AS TINYINT) AS {VALUE_KIND}")
+    columns += [f"{v} AS {ident(n)}" for v, n in zip(values, names)] + hidden + [BUCKET]
     if changelog:
-        return out.select(*columns, out[_FILE]), hidden + [BUCKET, _FILE]
-    return out.select(*columns), hidden + [BUCKET]
+        return out.selectExpr(*columns, _FILE), hidden + [BUCKET, _FILE]
+    return out.selectExpr(*columns), hidden + [BUCKET]
 
 
-def _merge_versions(df, spec: KeyedSpec, names, window):
+def _merge_versions(df, spec: KeyedSpec, names, window: str):
     """Every value column merged over the versions of its key in this write, in order, as
     Paimon's merge function for partial-update / aggregation does (`_MERGED<c>`), and the
     number of versions (`_VERSIONS`)."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    whole = window.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    retract = F.col(_KIND).isin(*RETRACT_KINDS) if spec.rowkind_field else F.lit(False)
+    whole = window[:-1] + " ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)"
+    retract = f"({_KIND} IN {_RETRACT})" if spec.rowkind_field else "false"
     if spec.rowkind_field and not spec.retractable:
         # Paimon fails such a merge; lakesink fails the write instead, before anything is visible.
-        df = df.withColumn(_KIND, F.when(retract, F.raise_error(F.lit(
-            f"{ERROR_PREFIX}{spec.retraction_refusal()}"))).otherwise(F.col(_KIND)))
-    merged = [F.count(F.lit(1)).over(whole).alias(_VERSIONS)]
+        df = df.withColumn(_KIND, F.expr(
+            f"CASE WHEN {retract} THEN raise_error({string(ERROR_PREFIX + spec.retraction_refusal())}) "
+            f"ELSE {_KIND} END"))
+    merged = [f"count(1) OVER {whole} AS {_VERSIONS}"]
     types = {f.name: f.dataType for f in df.schema.fields}
     for name in names:
         if name in spec.primary_keys:
             continue
-        column = F.col(name)
+        column = ident(name)
         if spec.merge_engine == "partial-update":
-            value = F.last(column, ignorenulls=True).over(whole)
+            value = f"last({column}, true) OVER {whole}"
         else:
             function = spec.aggregate_of(name)
             value = (_listagg(column, dict(spec.delimiters)[name], whole) if function == "listagg"
                      else _aggregate(function, column, retract, whole))
-        merged.append(value.cast(types[name]).alias(_MERGED + name))
-    return df.select("*", *merged)
+        merged.append(f"CAST({value} AS {types[name].simpleString()}) AS {ident(_MERGED + name)}")
+    return df.selectExpr("*", *merged)
 
 
-def _aggregate(function: str, column, retract, whole):
+def _aggregate(function: str, column: str, retract: str, whole: str) -> str:
     """Paimon's aggregate function over a key's versions (Java's FieldAggregator semantics:
     nulls are skipped except by last_value/first_value; retractions as `retract()` does)."""
-    from pyspark.sql import functions as F
-
     if function == "sum":
-        return F.sum(F.when(retract, -column).otherwise(column)).over(whole)
-    if function == "min":
-        return F.min(column).over(whole)
-    if function == "max":
-        return F.max(column).over(whole)
+        return f"sum(CASE WHEN {retract} THEN -{column} ELSE {column} END) OVER {whole}"
+    if function in ("min", "max", "bool_and", "bool_or"):
+        return f"{function}({column}) OVER {whole}"
     if function == "last_value":       # a retraction sets it to null
-        return F.last(F.when(~retract, column)).over(whole)
+        return f"last(CASE WHEN NOT {retract} THEN {column} END) OVER {whole}"
     if function == "last_non_null_value":  # a retraction of a non-null value sets it to null
-        last = F.last(F.when(column.isNotNull(), F.struct(retract.alias("r"), column.alias("v"))),
-                      ignorenulls=True).over(whole)
-        return F.when(~last["r"], last["v"])
+        last = (f"(last(CASE WHEN {column} IS NOT NULL THEN named_struct('r', {retract}, 'v', {column}) END, "
+                f"true) OVER {whole})")
+        return f"CASE WHEN NOT {last}.r THEN {last}.v END"
     if function == "first_value":
-        return F.first(column).over(whole)
+        return f"first({column}) OVER {whole}"
     if function == "first_non_null_value":
-        return F.first(column, ignorenulls=True).over(whole)
-    if function == "bool_and":
-        return F.bool_and(column).over(whole)
-    if function == "bool_or":
-        return F.bool_or(column).over(whole)
+        return f"first({column}, true) OVER {whole}"
     raise AssertionError(f"no Spark merge for aggregate function {function}")
 
 
-def _listagg(column, delimiter: str, whole):
+def _listagg(column: str, delimiter: str, whole: str) -> str:
     """Values joined by the delimiter in version order; null and blank values skipped (Paimon)."""
-    from pyspark.sql import functions as F
+    present = f"CASE WHEN {column} RLIKE {string(chr(92) + 'S')} THEN {column} END"
+    return (f"CASE WHEN count({present}) OVER {whole} > 0 "
+            f"THEN concat_ws({string(delimiter)}, collect_list({present}) OVER {whole}) END")
 
-    present = F.when(column.rlike(r"\S"), column)
-    return F.when(F.count(present).over(whole) > 0, F.concat_ws(delimiter, F.collect_list(present).over(whole)))
 
-
-def _value_kind(df, spec: KeyedSpec):
+def _value_kind(spec: KeyedSpec) -> str:
     """The row kind code of `rowkind.field`; other values fail the job (paimon.keyed.row_kind_refusal's text)."""
-    from pyspark.sql import functions as F
     if spec.rowkind_field is None:
-        return F.lit(0).cast("tinyint")
-    column = df[spec.rowkind_field]
-    kind = F.raise_error(F.concat(
-        F.lit(f"{ERROR_PREFIX}rowkind.field {spec.rowkind_field!r} holds "),
-        F.coalesce(F.concat(F.lit("'"), column, F.lit("'")), F.lit("null")),
-        F.lit(f"; row kinds are {', '.join(ROW_KINDS)}. Nothing was written.")))
-    for text, code in reversed(list(ROW_KINDS.items())):
-        kind = F.when(column == F.lit(text), F.lit(code)).otherwise(kind)
-    return kind.cast("tinyint")
+        return "CAST(0 AS TINYINT)"
+    column = ident(spec.rowkind_field)
+    head = f"{ERROR_PREFIX}rowkind.field {spec.rowkind_field!r} holds "
+    tail = f"; row kinds are {', '.join(ROW_KINDS)}. Nothing was written."
+    quote = string("'")
+    error = (f"raise_error(concat({string(head)}, coalesce(concat({quote}, {column}, {quote}), 'null'), "
+             f"{string(tail)}))")
+    cases = " ".join(f"WHEN {column} = {string(text)} THEN {code}" for text, code in ROW_KINDS.items())
+    return f"CAST(CASE {cases} ELSE {error} END AS TINYINT)"
+
+
+def _bases_by_partition(spec: KeyedSpec, next_sequence: dict) -> dict[tuple, list[int]]:
+    """Per partition, the first free sequence number of each bucket (0 where none)."""
+    by_partition: dict[tuple, list[int]] = {}
+    for (partition, bucket), base in next_sequence.items():
+        by_partition.setdefault(tuple(partition), [0] * spec.num_buckets)[bucket] = base
+    return by_partition
 
 
 def _with_bases(df, spec: KeyedSpec, hidden, next_sequence: dict):
-    """`df` with `_BASES`: per bucket, the first free sequence number in the row's partition.
-
-    An array indexed by bucket, a literal for unpartitioned tables and a broadcast join on the
-    partition values otherwise. The join sits below the bucket function on purpose: joined on
-    the bucket column, Spark's optimiser spends ~1 s per plan on that long expression chain,
-    which a stream pays every micro-batch.
+    """`df` with `_BASES` of a partitioned table: per bucket, the first free sequence number in
+    the row's partition (an array indexed by bucket), by a broadcast join on the partition values
+    (unpartitioned tables: a literal, in keyed_frame). The join sits below the bucket function on
+    purpose: joined on the bucket column, Spark's optimiser spends ~1 s per plan on that long
+    expression chain, which a stream pays every micro-batch.
     """
     from pyspark.sql import functions as F
     import pyarrow as pa
 
-    if not next_sequence:
-        return df
-    by_partition: dict[tuple, list[int]] = {}
-    for (partition, bucket), base in next_sequence.items():
-        by_partition.setdefault(tuple(partition), [0] * spec.num_buckets)[bucket] = base
-    if not hidden:
-        bases = by_partition.get((), [0] * spec.num_buckets)
-        return df.withColumn(_BASES, F.array(*[F.lit(b).cast("bigint") for b in bases]))
+    by_partition = _bases_by_partition(spec, next_sequence)
     from .arrow import spark_to_arrow
     from pyspark.sql.types import StructType
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -113,12 +114,44 @@ def list_tags(table) -> dict[str, Snapshot]:
 
 
 def live_entries(table, snapshot: Snapshot | None = None) -> list:
-    """The data files (manifest entries) a snapshot holds, ADD/DELETE applied."""
+    """The data files (manifest entries) a snapshot holds, ADD/DELETE applied.
+
+    Manifests never change once written, so their entries are kept between calls (those of the
+    snapshot last read, per table): a stream's planning and compaction read only the manifests
+    its last commits added, not the whole table every micro-batch."""
     snapshot = snapshot or table.snapshot_manager().get_latest_snapshot()
     if snapshot is None:
         return []
-    lists = ManifestListManager(table)
-    return ManifestFileManager(table).read_entries_parallel(lists.read_all(snapshot), drop_stats=False)
+    metas = ManifestListManager(table).read_all(snapshot)
+    return _CachedManifests(table).read_entries_parallel(metas, drop_stats=False)
+
+
+class _CachedManifests(ManifestFileManager):
+    """pypaimon's manifest reader, with whole-manifest reads (no filters) kept by file name."""
+
+    _by_table: dict[str, dict[str, list]] = {}
+    _lock = threading.Lock()
+
+    def read_entries_parallel(self, manifest_files, *args, **kwargs):
+        with self._lock:
+            cached = self._by_table.get(self.manifest_path, {})
+        self._kept = {m.file_name: cached[m.file_name] for m in manifest_files if m.file_name in cached}
+        missing = len(manifest_files) - len(self._kept)
+        kwargs["max_workers"] = max(1, min(kwargs.get("max_workers", 8), missing))
+        out = super().read_entries_parallel(manifest_files, *args, **kwargs)
+        with self._lock:  # only the manifests of the snapshot read last: bounded by one snapshot
+            self._by_table[self.manifest_path] = self._kept
+        return out
+
+    def read(self, manifest_file_name, manifest_entry_filter=None, drop_stats=True, **kwargs):
+        whole = manifest_entry_filter is None and not drop_stats and not any(kwargs.get(k) for k in (
+            "early_entry_filter", "early_record_filter", "partition_filter", "selected_blocks"))
+        if whole and manifest_file_name in self._kept:
+            return self._kept[manifest_file_name]
+        entries = super().read(manifest_file_name, manifest_entry_filter, drop_stats, **kwargs)
+        if whole:
+            self._kept[manifest_file_name] = entries
+        return entries
 
 
 class Metadata:
