@@ -98,6 +98,35 @@ def test_key_file_layout_matches_pypaimon(spark, table_path):
     assert meta.key_stats.min_values.get_field(0) == 1 and meta.key_stats.max_values.get_field(0) == 3
 
 
+def test_unpartitioned_files_are_sorted_by_key_with_one_open_file_per_bucket(spark, table_path):
+    """Unpartitioned tables: each task sorts by key first and writes its buckets' files at once
+    (Spark's concurrent writers): still one file per bucket, sorted, each key once, in the bucket
+    Paimon computes; the session's setting is put back."""
+    import pyarrow.parquet as pq
+    from pypaimon.utils.file_store_path_factory import canonical_data_file_path
+    key = "spark.sql.maxConcurrentOutputFileWriters"
+    rows = [((i * 7919) % 500, f"v{i}", "d") for i in range(3000)]  # every key 6 times, scattered
+    for preset in (None, "2"):
+        if preset is not None:
+            spark.conf.set(key, preset)
+        try:
+            lakesink.write(_df(spark, rows, partitions=4), table_path, primary_key=["id"], options={"bucket": "8"})
+            assert spark.conf.get(key, None) == preset
+        finally:
+            spark.conf.unset(key)
+    table, files = _files_by_bucket(table_path)
+    assert sorted({b for _, b, _ in files}) == list(range(8))
+    for partition, bucket, meta in files:
+        data = pq.ParquetFile(canonical_data_file_path(table, partition, bucket, meta.file_name)).read()
+        keys = data.column("_KEY_id").to_pylist()
+        assert keys == sorted(set(keys)), f"bucket {bucket}: keys not sorted or repeated"
+        assert (meta.min_key.values[0], meta.max_key.values[0]) == (keys[0], keys[-1])
+    _check_buckets(table_path)
+    got = _by_key(table_path)
+    last = {k: name for k, name, _ in rows}  # input slices in order: a later row is later in the input
+    assert {k[0]: r["name"] for k, r in got.items()} == last
+
+
 def test_row_kinds_delete_and_update(spark, table_path):
     schema = "id long, v string, op string"
     opts = {"bucket": "4", "rowkind.field": "op"}

@@ -8,7 +8,8 @@ Plan of the Spark job (one shuffle, one sort):
                      (a literal array, or a broadcast join on the partition values)
           ─ bucket = Paimon's bucket function of the bucket key (spark.bucket); base = bases[bucket]
           ─ repartition(partition columns, bucket)    one task owns each bucket
-          ─ window over (partition, bucket, key) ordered by (sequence.field, order):
+          ─ window over (partition, bucket, key) ordered by (sequence.field, order);
+            unpartitioned tables: over (key, bucket), files written concurrently per task:
                 keep the last row (deduplicate) or the first (first-row); partial-update and
                 aggregation merge the key's versions into the last row (window aggregates)
           ─ _SEQUENCE_NUMBER = base + row index in the task; _VALUE_KIND from rowkind.field
@@ -18,7 +19,8 @@ Plan of the Spark job (one shuffle, one sort):
 where rows of one input partition keep their order and, for the same key in
 several input partitions, the higher-numbered partition's row counts as later.
 The window's partitioning is satisfied by the repartition, and the write's
-required ordering by the window's sort: Spark adds no shuffle or sort of its own.
+required ordering by the window's sort (or, unpartitioned, there is none: each
+task keeps one file per bucket open): Spark adds no shuffle or sort of its own.
 """
 
 from __future__ import annotations
@@ -42,10 +44,12 @@ _RETRACT = "(" + ", ".join(str(k) for k in RETRACT_KINDS) + ")"
 _FILE = "lakesink_file"  # data | changelog (changelog-producer=input); its directory marks changelog files
 _ROW_INDEX_BITS = 33  # monotonically_increasing_id: partition id << 33 | row index in the partition
 ERROR_PREFIX = "lakesink keyed write: "
+MAX_OPEN_FILES = 64  # buckets one task may write at once, each file open (larger tables: sorted by bucket)
 
 
 def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
-    """The DataFrame Spark writes, plus the names of its partitionBy columns.
+    """The DataFrame Spark writes, the names of its partitionBy columns, and how many files a
+    task keeps open at once (`concurrent_writers`: 0 when rows come sorted by those columns).
 
     Expressions are SQL text (spark.sqltext): one call into the JVM per projection, not per
     function; a stream builds this plan every micro-batch."""
@@ -74,11 +78,19 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
     out = with_bucket(out, list(spec.bucket_keys), fields, spec.num_buckets, BUCKET)
     carried = [*sqltext.columns(names), *hidden, BUCKET]
     if not keyed:
-        return out.selectExpr(*carried).repartition(*hidden, BUCKET), hidden + [BUCKET]
+        return out.selectExpr(*carried).repartition(*hidden, BUCKET), hidden + [BUCKET], 0
     base = f"coalesce(element_at({_BASES}, {BUCKET} + 1), 0)" if bases else "0"
     out = out.selectExpr(*carried, _ORDER, f"CAST({base} AS BIGINT) AS {_BASE}").repartition(*hidden, BUCKET)
 
-    group = [*hidden, BUCKET, *sqltext.columns(spec.trimmed_keys)]
+    changelog = spec.changelog_producer == "input"
+    # Unpartitioned tables: each task's rows sorted by key first, one open file per bucket
+    # (Spark's concurrent writers) instead of sorted by bucket first. Spark's sort compares an
+    # 8-byte prefix of the first column: with the bucket there, nearly every comparison is a tie
+    # (~10% of a large upsert). A task then holds at most `bucket` distinct values, so Spark's
+    # writer never falls back to sorting (which would not keep the key order).
+    writers = spec.num_buckets if not hidden and not changelog and spec.num_buckets <= MAX_OPEN_FILES else 0
+    keys = sqltext.columns(spec.trimmed_keys)
+    group = [*keys, BUCKET] if writers else [*hidden, BUCKET, *keys]
     order = [f"{ident(c)} ASC NULLS FIRST" for c in spec.sequence_fields] + [_ORDER]
     window = f"(PARTITION BY {', '.join(group)} ORDER BY {', '.join(order)})"
     merging = spec.merge_engine in ("partial-update", "aggregation")
@@ -92,7 +104,6 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
         out = _merge_versions(out, spec, names, window)
     neighbour = "lag" if spec.merge_engine == "first-row" else "lead"
     out = out.selectExpr("*", f"{neighbour}({_ORDER}) OVER {window} IS NULL AS {_KEEP}")
-    changelog = spec.changelog_producer == "input"
     if changelog:
         # One job writes both: every input row to a changelog file, the kept (merged) rows to data
         # files; sorted by file kind then key, as each file must be.
@@ -120,8 +131,8 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
     columns.append(f"CAST({kind} AS TINYINT) AS {VALUE_KIND}")
     columns += [f"{v} AS {ident(n)}" for v, n in zip(values, names)] + hidden + [BUCKET]
     if changelog:
-        return out.selectExpr(*columns, _FILE), hidden + [BUCKET, _FILE]
-    return out.selectExpr(*columns), hidden + [BUCKET]
+        return out.selectExpr(*columns, _FILE), hidden + [BUCKET, _FILE], 0
+    return out.selectExpr(*columns), hidden + [BUCKET], writers
 
 
 def _merge_versions(df, spec: KeyedSpec, names, window: str):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import pyarrow.parquet as pq
 
@@ -47,12 +48,33 @@ def write_keyed(df, path: str, mode: str, opts: WriteOptions, path_name: str) ->
 
 def write_keyed_files(df, target, layout, spec, next_sequence, staging_dir: str, compression: str) -> list:
     """Spark writes `df` as key-value files into `staging_dir`; their descriptions (one batch or job)."""
-    frame, partition_columns = keyed_frame(df, spec, list(layout.fields), next_sequence)
+    frame, partition_columns, open_files = keyed_frame(df, spec, list(layout.fields), next_sequence)
     ensure_micros_timestamps(df.sparkSession)
     writer = frame.write.mode("error").option("compression", compression).partitionBy(*partition_columns)
-    spark_output(df.sparkSession, staging_dir, target.fs_options, "lakesink.write").write(writer)
+    with concurrent_writers(df.sparkSession, open_files):
+        spark_output(df.sparkSession, staging_dir, target.fs_options, "lakesink.write").write(writer)
     crashpoints.reached("tasks-done")
     return _describe(list_parquet_files(staging_dir, target.fs_options), layout, spec, target.file_io)
+
+
+@contextmanager
+def concurrent_writers(spark, count: int):
+    """For this write: Spark's tasks keep up to `count` files open instead of sorting their rows
+    by the partition columns first (`spark.sql.maxConcurrentOutputFileWriters`, a session
+    setting read when the write is planned; put back afterwards)."""
+    key = "spark.sql.maxConcurrentOutputFileWriters"
+    previous = spark.conf.get(key, None)
+    if not count or (previous and int(previous) >= count):
+        yield
+        return
+    spark.conf.set(key, str(count))
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
 
 
 def _describe(paths, layout, spec, file_io):
