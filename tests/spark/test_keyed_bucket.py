@@ -109,6 +109,11 @@ def _spark_buckets(spark, table: pa.Table, key_names, fields, n):
     out = out.select("rid", bucket_hash([df[k] for k in key_names], types, ntz).alias("h"),
                      bucket_column(df, key_names, fields, n).alias("b"), "fast").orderBy("rid").collect()
     assert [r.fast for r in out] == [r.b for r in out]
+    # Primary keys hold no nulls: the rows without one bucket the same with `not_null`.
+    present = df.where(" AND ".join(f"`{k}` IS NOT NULL" for k in key_names))
+    keyed = with_bucket(present, key_names, fields, n, "keyed", not_null=True).select("rid", "keyed").collect()
+    expected = {r.rid: r.b for r in out}
+    assert all(expected[r.rid] == r.keyed for r in keyed)  # (all-null inputs: nothing to compare)
     return [r.h for r in out], [r.b for r in out]
 
 

@@ -298,7 +298,18 @@ def _slot_words(column: str, t: KeyType, ntz: bool) -> tuple[str, str]:
 _INLINE = 16  # copies of the running hash one projection may hold (steps inlined into each other)
 
 
-def _with_fixed_bucket(df, key_names, types, ntz_flags, num_buckets: int, name: str):
+def _mix_py(h: int, word: int) -> int:
+    """One Murmur3 round in Python: the running hash after `word` (both unsigned 32-bit)."""
+    def mul(a, c):
+        return (a * c) & _MASK32
+
+    def rotl(x, r):
+        return ((x << r) | (x >> (32 - r))) & _MASK32
+
+    return (rotl(h ^ mul(rotl(mul(word, _C1), 15), _C2), 13) * 5 + 0xE6546B64) & _MASK32
+
+
+def _with_fixed_bucket(df, key_names, types, ntz_flags, num_buckets: int, name: str, not_null: bool = False):
     """`df` with column `name` = the bucket of a key of fixed-width fields only.
 
     Murmur3 (seed 42) over the BinaryRow's words as bigint arithmetic. The k1 of each word does
@@ -307,6 +318,9 @@ def _with_fixed_bucket(df, key_names, types, ntz_flags, num_buckets: int, name: 
     each other up to `_INLINE` copies, then projected (Spark keeps such projections apart: it
     does not inline an expression used twice). All SQL text: one call into the JVM per
     projection, which a stream pays every micro-batch.
+
+    `not_null`: the key's columns hold no nulls (primary keys: a null fails the write), so the
+    header's two words are zero and their rounds are done here, in Python.
     """
     from .sqltext import columns, ident
 
@@ -315,9 +329,15 @@ def _with_fixed_bucket(df, key_names, types, ntz_flags, num_buckets: int, name: 
     for i, (key, t, ntz) in enumerate(zip(key_names, types, ntz_flags)):
         column = ident(key)
         header.append(f"CASE WHEN {column} IS NULL THEN shiftleft(1L, {8 + i}) ELSE 0L END")
-        words += [f"CASE WHEN {column} IS NULL THEN 0L ELSE {w} END" for w in _slot_words(column, t, ntz)]
+        words += [w if not_null else f"CASE WHEN {column} IS NULL THEN 0L ELSE {w} END"
+                  for w in _slot_words(column, t, ntz)]
     header_sql = "(" + " | ".join(header) + ")"
-    words = [f"({header_sql} & {_MASK32})", f"shiftrightunsigned({header_sql}, 32)"] + words
+    total_words = len(words) + 2
+    if not_null:  # the header's words are zero: their rounds are constants
+        start = f"{_mix_py(_mix_py(42, 0), 0)}L"
+    else:
+        words = [f"({header_sql} & {_MASK32})", f"shiftrightunsigned({header_sql}, 32)"] + words
+        start = "42L"
     word_names = [f"{name}_k{i}" for i in range(len(words))]
     out = df.selectExpr(*kept, *[f"{_mul32(_rotl32(_mul32(f'({w})', _C1), 15), _C2)} AS {n}"
                                  for w, n in zip(words, word_names)])
@@ -334,9 +354,9 @@ def _with_fixed_bucket(df, key_names, types, ntz_flags, num_buckets: int, name: 
 
     # (step, copies of the running hash it holds, the word it reads)
     steps = [(mix(k1), 2, i) for i, k1 in enumerate(word_names)]
-    steps += [(lambda h: f"({h} ^ {4 * len(words)}) ^ shiftright(({h} ^ {4 * len(words)}), 16)", 2, None),
+    steps += [(lambda h: f"({h} ^ {4 * total_words}) ^ shiftright(({h} ^ {4 * total_words}), 16)", 2, None),
               (fmix(_FMIX1, 13), 4, None), (fmix(_FMIX2, 16), 4, None), (signed_bucket, 3, None)]
-    h, copies = "42L", 1
+    h, copies = start, 1
     for number, (step, uses, _word) in enumerate(steps):
         if copies * uses > _INLINE:
             later = [w for _, _, i in steps[number:] if i is not None for w in [word_names[i]]]
@@ -346,8 +366,9 @@ def _with_fixed_bucket(df, key_names, types, ntz_flags, num_buckets: int, name: 
     return out.selectExpr(*kept, f"{h} AS {name}")
 
 
-def with_bucket(df, key_names, paimon_fields, num_buckets: int, name: str):
-    """`df` with an int column `name`: each row's bucket for the bucket key `key_names`.
+def with_bucket(df, key_names, paimon_fields, num_buckets: int, name: str, not_null: bool = False):
+    """`df` with an int column `name`: each row's bucket for the bucket key `key_names`
+    (`not_null`: those columns hold no nulls, e.g. a primary key's, which a write refuses).
 
     Keys of fixed-width fields (integers, booleans, dates, timestamps up to millis) hash their
     words as numbers (2-3x faster); other keys build the BinaryRow as hex (`bucket_column`).
@@ -357,7 +378,7 @@ def with_bucket(df, key_names, paimon_fields, num_buckets: int, name: str):
     types = [key_type(by_name[k].type) for k in key_names]
     ntz = [isinstance(df.schema[k].dataType, TimestampNTZType) for k in key_names]
     if 0 < len(key_names) <= MAX_KEY_FIELDS and all(_fixed_words(t) for t in types):
-        return _with_fixed_bucket(df, key_names, types, ntz, num_buckets, name)
+        return _with_fixed_bucket(df, key_names, types, ntz, num_buckets, name, not_null)
     return df.withColumn(name, bucket_column(df, key_names, paimon_fields, num_buckets))
 
 

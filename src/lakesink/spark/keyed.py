@@ -75,7 +75,8 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
     out = df.selectExpr(*first)
     if bases and hidden:
         out = _with_bases(out, spec, hidden, next_sequence)
-    out = with_bucket(out, list(spec.bucket_keys), fields, spec.num_buckets, BUCKET)
+    # Primary-key tables: bucket keys are key columns, and a null key fails the write.
+    out = with_bucket(out, list(spec.bucket_keys), fields, spec.num_buckets, BUCKET, not_null=keyed)
     carried = [*sqltext.columns(names), *hidden, BUCKET]
     if not keyed:
         return out.selectExpr(*carried).repartition(*hidden, BUCKET), hidden + [BUCKET], 0
