@@ -5,7 +5,8 @@ Plan of the Spark job (one shuffle, one sort):
 
     input ─ order  = monotonically_increasing_id()   (input partition, then position)
           ─ bases  = next free sequence number of each bucket of the row's partition
-                     (a literal array, or a broadcast join on the partition values)
+                     (a broadcast join on the partition values; unpartitioned: a literal
+                     array, looked up after the shuffle)
           ─ bucket = Paimon's bucket function of the bucket key (spark.bucket); base = bases[bucket]
           ─ repartition(partition columns, bucket)    one task owns each bucket
           ─ window over (partition, bucket, key) ordered by (sequence.field, order);
@@ -69,9 +70,6 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
     first += [f"{ident(k)} AS {h}" for k, h in zip(spec.partition_keys, hidden)]
     first.append(f"monotonically_increasing_id() AS {_ORDER}")
     bases = keyed and bool(next_sequence)
-    if bases and not hidden:
-        bases_of_table = _bases_by_partition(spec, next_sequence).get((), [0] * spec.num_buckets)
-        first.append(f"array({', '.join(f'CAST({b} AS BIGINT)' for b in bases_of_table)}) AS {_BASES}")
     out = df.selectExpr(*first)
     if bases and hidden:
         out = _with_bases(out, spec, hidden, next_sequence)
@@ -80,8 +78,14 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
     carried = [*sqltext.columns(names), *hidden, BUCKET]
     if not keyed:
         return out.selectExpr(*carried).repartition(*hidden, BUCKET), hidden + [BUCKET], 0
-    base = f"coalesce(element_at({_BASES}, {BUCKET} + 1), 0)" if bases else "0"
-    out = out.selectExpr(*carried, _ORDER, f"CAST({base} AS BIGINT) AS {_BASE}").repartition(*hidden, BUCKET)
+    if bases and not hidden:  # a literal, looked up after the shuffle: nothing more to move
+        out = out.selectExpr(*carried, _ORDER).repartition(BUCKET)
+        bases_of_table = _bases_by_partition(spec, next_sequence).get((), [0] * spec.num_buckets)
+        literal = f"array({', '.join(f'CAST({b} AS BIGINT)' for b in bases_of_table)})"
+        out = out.selectExpr(*carried, _ORDER, f"CAST(coalesce(element_at({literal}, {BUCKET} + 1), 0) AS BIGINT) AS {_BASE}")
+    else:
+        base = f"coalesce(element_at({_BASES}, {BUCKET} + 1), 0)" if bases else "0"
+        out = out.selectExpr(*carried, _ORDER, f"CAST({base} AS BIGINT) AS {_BASE}").repartition(*hidden, BUCKET)
 
     changelog = spec.changelog_producer == "input"
     # Unpartitioned tables: each task's rows sorted by key first, one open file per bucket
