@@ -302,15 +302,28 @@ class PaimonTarget(CommitTarget[StagedFile]):
         from pypaimon.schema.data_types import PyarrowFieldParser
         return {f.name: f for f in PyarrowFieldParser.to_paimon_schema(self.create.schema)}
 
+    _ENCODED_KEPT = 4096  # encoded messages remembered: a stream saves the same files' state every batch
+
     def encode(self, committable: StagedFile) -> dict:
         # pypaimon's own serializer; a changelog file travels as the message's changelog file.
-        meta = [committable.meta]
-        message = CommitMessage(partition=committable.partition, bucket=committable.bucket,
-                                new_files=[] if committable.changelog else meta,
-                                changelog_files=meta if committable.changelog else [])
-        body = serialize_commit_message(message, self._partition_fields())
-        out = {"paimon_commit_message_v": MESSAGE_VERSION,
-               "message": base64.b64encode(body).decode("ascii"),
+        # A file's description changes only with its level or schema (evolution at commit): one
+        # encoding per file, level and schema.
+        meta = committable.meta
+        key = (tuple(committable.partition), committable.bucket, meta.file_name, meta.level,
+               committable.changelog, meta.schema_id, tuple(meta.value_stats_cols or ()),
+               getattr(meta, "external_path", None))
+        encoded = self.__dict__.setdefault("_encoded", {})
+        message = encoded.get(key)
+        if message is None:
+            body = serialize_commit_message(CommitMessage(
+                partition=committable.partition, bucket=committable.bucket,
+                new_files=[] if committable.changelog else [meta],
+                changelog_files=[meta] if committable.changelog else []), self._partition_fields())
+            message = base64.b64encode(body).decode("ascii")
+            if len(encoded) >= self._ENCODED_KEPT:
+                encoded.pop(next(iter(encoded)))
+            encoded[key] = message
+        out = {"paimon_commit_message_v": MESSAGE_VERSION, "message": message,
                "staged_path": committable.staged_path}
         if committable.schema is not None and not self._has_schema(committable.schema):
             # A restore must be able to write it (evolution.py); once the table has it, the

@@ -1,4 +1,5 @@
-"""Live files and sequence numbers read only the manifests added since the last read (no Spark).
+"""What a stream keeps between micro-batches (no Spark): manifests already read, committables
+already encoded.
 
 Tables are written by pypaimon's own writer; every answer is compared with pypaimon's
 uncached manifest reader.
@@ -85,3 +86,23 @@ def test_sequence_numbers_continue_above_every_live_file(tmp_path):
         expected[(partition, bucket)] = max(expected.get((partition, bucket), 0), top + 1)
     assert after == expected
     assert all(after[k] > before[k] for k in before)
+
+
+def test_a_file_encoded_again_after_its_schema_or_level_changed_says_so(tmp_path):
+    """Committable encodings are remembered per file; a new level or schema is a new encoding."""
+    import dataclasses
+
+    from lakesink.paimon import PaimonTarget
+    from tests.unit.test_bucket_check_restore import new_table as new_keyed_table, rows, staged_batch
+
+    path = new_keyed_table(tmp_path / "k")
+    target = PaimonTarget(path)
+    staged = staged_batch(path, rows((1, "a"), (2, "b")))[0]
+    fields = ("file_name", "level", "schema_id", "row_count", "min_sequence_number", "max_sequence_number")
+    back = target.decode(target.encode(staged)).meta
+    assert all(getattr(back, k) == getattr(staged.meta, k) for k in fields)
+    assert target.encode(staged) == target.encode(staged)
+    for change in ({"level": 3}, {"schema_id": 7, "value_stats_cols": ["id", "v"]}):
+        changed = dataclasses.replace(staged, meta=dataclasses.replace(staged.meta, **change))
+        decoded = target.decode(target.encode(changed)).meta
+        assert all(getattr(decoded, k) == v for k, v in change.items()), change
