@@ -127,6 +127,32 @@ def test_unpartitioned_files_are_sorted_by_key_with_one_open_file_per_bucket(spa
     assert {k[0]: r["name"] for k, r in got.items()} == last
 
 
+def test_overlapping_keyed_writes_keep_the_open_files_setting_until_the_last_ends(spark):
+    """Two writes of one session in threads: the first to end must not take the setting from
+    the other (whose files would lose their key order)."""
+    import threading
+    from lakesink.spark.keyed_write import concurrent_writers
+    key = "spark.sql.maxConcurrentOutputFileWriters"
+    first_in, second_done = threading.Event(), threading.Event()
+    seen = {}
+
+    def first():
+        with concurrent_writers(spark, 8):
+            first_in.set()
+            second_done.wait(30)
+            seen["first, after the second ended"] = spark.conf.get(key, None)
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    first_in.wait(30)
+    with concurrent_writers(spark, 16):
+        seen["second"] = spark.conf.get(key, None)
+    second_done.set()
+    thread.join(30)
+    assert seen == {"second": "16", "first, after the second ended": "16"}
+    assert spark.conf.get(key, None) is None
+
+
 def test_row_kinds_delete_and_update(spark, table_path):
     schema = "id long, v string, op string"
     opts = {"bucket": "4", "rowkind.field": "op"}

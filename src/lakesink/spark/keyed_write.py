@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
@@ -57,24 +58,39 @@ def write_keyed_files(df, target, layout, spec, next_sequence, staging_dir: str,
     return _describe(list_parquet_files(staging_dir, target.fs_options), layout, spec, target.file_io)
 
 
+_OPEN_FILES = "spark.sql.maxConcurrentOutputFileWriters"
+_open_files_lock = threading.Lock()
+_open_files_users: dict[int, dict] = {}  # session -> {"previous": its own value, "needs": [...]}
+
+
 @contextmanager
 def concurrent_writers(spark, count: int):
     """For this write: Spark's tasks keep up to `count` files open instead of sorting their rows
     by the partition columns first (`spark.sql.maxConcurrentOutputFileWriters`, a session
-    setting read when the write is planned; put back afterwards)."""
-    key = "spark.sql.maxConcurrentOutputFileWriters"
-    previous = spark.conf.get(key, None)
-    if not count or (previous and int(previous) >= count):
+    setting read when the write is planned and run). Writes of one session in several threads
+    share it: set while any needs it, put back when the last one ends (without it, Spark would
+    sort by bucket and the files would lose their key order)."""
+    if not count:
         yield
         return
-    spark.conf.set(key, str(count))
+    session = spark._jsparkSession.hashCode()
+    with _open_files_lock:
+        users = _open_files_users.setdefault(session, {"previous": spark.conf.get(_OPEN_FILES, None), "needs": []})
+        users["needs"].append(count)
+        current = spark.conf.get(_OPEN_FILES, None)
+        if not current or int(current) < count:
+            spark.conf.set(_OPEN_FILES, str(count))
     try:
         yield
     finally:
-        if previous is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, previous)
+        with _open_files_lock:
+            users["needs"].remove(count)
+            if not users["needs"]:
+                del _open_files_users[session]
+                if users["previous"] is None:
+                    spark.conf.unset(_OPEN_FILES)
+                else:
+                    spark.conf.set(_OPEN_FILES, users["previous"])
 
 
 def _describe(paths, layout, spec, file_io):
