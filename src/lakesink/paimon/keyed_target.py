@@ -31,8 +31,9 @@ def wants_keyed(path: str, options: WriteOptions) -> bool:
     return table is not None and is_keyed_table(table)
 
 
-def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions):
-    """(target, layout, spec, next sequence numbers by (partition, bucket)) for one keyed write."""
+def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions, plan_sequences: bool = True):
+    """(target, layout, spec, next sequence numbers by (partition, bucket)) for one keyed write
+    (streams plan sequence numbers per micro-batch: `plan_sequences=False` gives {})."""
     fs_options = options.fs_options or None
     table = tables.open_table(path, fs_options)
     publication_kind(storage.normalize(path),
@@ -61,7 +62,7 @@ def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions):
         # Sequence numbers continue above what this snapshot holds: a commit landing in
         # our buckets after it would be overtaken by ours, so the commit checks from here.
         target.bucket_check_from = latest.id if latest else 0
-        next_sequence = next_sequence_numbers(table)
+        next_sequence = next_sequence_numbers(table) if plan_sequences else {}
     else:
         fmt = options.table_options.get("file.format", "parquet").lower()
         if fmt != "parquet":

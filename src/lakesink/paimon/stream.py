@@ -62,7 +62,8 @@ class StreamSink:
         self.keyed = None  # the KeyedSpec of a primary-key / fixed-bucket table
         self.compacts = False  # primary-key tables: full compaction of buckets after each commit
         if wants_keyed(path, options):
-            self.target, self.layout, self.keyed, _ = prepare_keyed_target(path, schema, options)
+            self.target, self.layout, self.keyed, _ = prepare_keyed_target(path, schema, options,
+                                                                            plan_sequences=False)
             self.compacts = compacts_automatically(self.target, options)
         else:
             self.target, self.layout = prepare_target(path, schema, options, path_name)
