@@ -67,9 +67,17 @@ def every_other_entry_point(spark, path: str) -> None:
     def history():
         return lakesink.history(path).num_rows
 
+    def keyed():  # the fast path's keyed plan (concurrent writers set on the Connect session)
+        rows = spark.range(30).selectExpr("id % 10 as id", "id as v")
+        lakesink.write(rows, f"{work}/db.db/keyed", primary_key=["id"], options={"bucket": "4"})
+        got = lakesink.read(spark, f"{work}/db.db/keyed").orderBy("id").collect()
+        assert [(r.id, r.v) for r in got] == [(i, i + 20) for i in range(10)], got
+        return len(got)
+
     for name, run in [("writeStream.format(paimon)", stream_native), ("lakesink.stream", stream_fast),
                       ("lakesink.read_stream", read_stream), ("lakesink.create_table_as", ctas),
-                      ("lakesink.jdbc.write", jdbc), ("lakesink.history", history)]:
+                      ("lakesink.jdbc.write", jdbc), ("lakesink.history", history),
+                      ("lakesink.write(primary_key)", keyed)]:
         try:
             print("ENTRY", name, "OK", run(), flush=True)
         except LakesinkError as exc:

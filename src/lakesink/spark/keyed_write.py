@@ -60,7 +60,15 @@ def write_keyed_files(df, target, layout, spec, next_sequence, staging_dir: str,
 
 _OPEN_FILES = "spark.sql.maxConcurrentOutputFileWriters"
 _open_files_lock = threading.Lock()
-_open_files_users: dict[int, dict] = {}  # session -> {"previous": its own value, "needs": [...]}
+_open_files_users: dict[tuple, dict] = {}  # session -> {"previous": its own value, "needs": [...]}
+
+
+def _session_key(spark):
+    """One key per Spark session: its JVM object, or its Connect session id (no JVM here)."""
+    try:
+        return ("jvm", spark._jsparkSession.hashCode())
+    except Exception:  # noqa: BLE001 - Spark Connect refuses JVM attributes
+        return ("connect", getattr(spark, "session_id", id(spark)))
 
 
 @contextmanager
@@ -73,7 +81,7 @@ def concurrent_writers(spark, count: int):
     if not count:
         yield
         return
-    session = spark._jsparkSession.hashCode()
+    session = _session_key(spark)
     with _open_files_lock:
         users = _open_files_users.setdefault(session, {"previous": spark.conf.get(_OPEN_FILES, None), "needs": []})
         users["needs"].append(count)
