@@ -359,7 +359,7 @@ def _with_fixed_bucket(df, key_names, types, ntz_flags, num_buckets: int, name: 
     h, copies = start, 1
     for number, (step, uses, _word) in enumerate(steps):
         if copies * uses > _INLINE:
-            later = [w for _, _, i in steps[number:] if i is not None for w in [word_names[i]]]
+            later = [word_names[i] for _, _, i in steps[number:] if i is not None]
             out = out.selectExpr(*kept, *later, f"{h} AS {name}")
             h, copies = name, 1
         h, copies = step(f"({h})"), copies * uses
