@@ -181,7 +181,8 @@ def stream(df: DataFrame, path: str, checkpoint: str, trigger: str | Mapping[str
 
 
 def await_commits(checkpoint: str, timeout: float = 120.0, options: Mapping[str, str] | None = None) -> None:
-    """Wait until a pipelined `format("paimon")` query's accepted batches are committed.
+    """Wait until a pipelined `format("paimon")` query's accepted batches are committed (and,
+    for `lakesink.stream` in this process, the compaction rounds trailing its commits).
 
     In pipelined mode a micro-batch is committed in the background after Spark
     has recorded it; call this after `query.stop()` / `awaitTermination()` to
@@ -189,8 +190,10 @@ def await_commits(checkpoint: str, timeout: float = 120.0, options: Mapping[str,
     with no new data never commits, are committed here (`options`: writer
     options such as file-system credentials). Raises a background commit failure.
     """
+    from .paimon.compaction import wait_for_rounds
     from .spark.committer_service import await_commits as _await
     _await(checkpoint, timeout, dict(options) if options else None)
+    wait_for_rounds(checkpoint, timeout)  # lakesink.stream: compaction rounds trailing its commits
 
 
 def create_table_as(df: DataFrame, path: str, partition_by: Iterable[str] | None = None,

@@ -303,3 +303,26 @@ def test_bad_input_changes_nothing(spark, table_path, case):
     _unchanged(table_path, before)
     assert not os.path.exists(other)
     assert _by_key(table_path) == {(1,): {"id": 1, "name": "a", "op": "+I"}}
+
+
+@pytest.mark.parametrize("key", [["id"], []], ids=["primary-key", "fixed-bucket-append"])
+def test_unpartitioned_buckets_are_spread_evenly_over_the_write_tasks(spark, table_path, key):
+    """One shuffle gives each write task whole buckets (bucket % tasks), as many tasks as the
+    cluster has cores up to one per bucket: a small micro-batch is not coalesced into one task."""
+    from lakesink.options import WriteOptions
+    from lakesink.paimon.keyed_target import prepare_keyed_target
+    from lakesink.spark.arrow import spark_to_arrow
+    from lakesink.spark.keyed import BUCKET, keyed_frame
+    options = {"bucket": "8", **({"primary-key": "id"} if key else {"bucket-key": "id"})}
+    df = _df(spark, [(i, f"v{i}", "d") for i in range(400)], partitions=3)
+    lakesink.write(df, table_path, options=options)  # the second plan continues sequence numbers
+    _, layout, spec, next_sequence = prepare_keyed_target(table_path, spark_to_arrow(df.schema),
+                                                          WriteOptions.parse(options))
+    frame, _, _ = keyed_frame(df, spec, list(layout.fields), next_sequence)
+    plan = frame._jdf.queryExecution().executedPlan().toString()  # before it runs: the initial plan
+    assert plan.count("Exchange") == 1, plan
+    tasks = spark.sparkContext.defaultParallelism
+    placed = frame.rdd.mapPartitionsWithIndex(lambda task, rows: {(task, r[BUCKET]) for r in rows}).collect()
+    assert frame.rdd.getNumPartitions() == min(8, tasks) == 2
+    assert sorted(b for _, b in placed) == list(range(8)), "a bucket in two tasks, or missing"
+    assert all(b % tasks == task for task, b in placed)

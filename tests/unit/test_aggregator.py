@@ -342,3 +342,63 @@ def test_carried_files_another_job_compacted_make_the_sink_discard_its_rewrite_n
     result = run_child(tmp_path, batches=10)
     assert result.returncode == 0, result.stderr
     assert_exactly_once(table, 10)
+
+
+class GatedMerge(MergeAtTen):
+    """MergeAtTen whose rewrites wait for `gate`: a round that is still running."""
+
+    def __init__(self):
+        super().__init__()
+        import threading
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def aggregate(self, files):
+        self.entered.set()
+        assert self.gate.wait(10), "the test never opened the gate"
+        return super().aggregate(files)
+
+
+def test_background_rounds_trail_the_commit_hold_events_and_run_one_at_a_time(tmp_path):
+    table = MemoryTable()
+    aggregator = GatedMerge()
+    store = StateStore(str(tmp_path / "state"))
+    coordinator = Coordinator(aggregator, table, "u", store, background=True)
+    rounds = []
+    for n in (1, 2):
+        coordinator.send(FilesWritten(n, [small(f"f{n}")]))
+        coordinator.commit_started(n)
+        table.append("u", n, [small(f"f{n}")])
+        aggregator.gate.set()
+        assert coordinator.commit_finished(n, landed=True, on_round=rounds.append) is None
+        assert coordinator.wait(10)
+    aggregator.gate.clear()
+    aggregator.entered.clear()
+    coordinator.send(FilesWritten(3, [small("f3")]))
+    coordinator.commit_started(3)
+    table.append("u", 3, [small("f3")])
+    assert coordinator.commit_finished(3, landed=True, on_round=rounds.append) is None  # returns at once
+    assert aggregator.entered.wait(10) and not coordinator.wait(0.05)  # the round runs on
+    coordinator.send(FilesWritten(4, [small("f4")]))  # the next checkpoint's files, meanwhile
+    assert [e.checkpoint for e in coordinator.held] == [4], "an event reached the bins mid-round"
+    assert table.live_names == {"f1", "f2", "f3"}
+    aggregator.gate.set()
+    assert coordinator.wait(10)
+    assert table.live_names == {"merged-1-a"} and rounds[-1].files_removed == 3 and rounds[-1].files_added == 1
+    assert store.names("aggregator-")[-1] == "aggregator-00000000000000000003.json"  # saved by the round
+    # The next checkpoint's round starts only after that one: its held file joins the bins then.
+    coordinator.commit_started(4)
+    table.append("u", 4, [small("f4")])
+    coordinator.commit_finished(4, landed=True, on_round=rounds.append)
+    assert coordinator.wait(10) and list(coordinator.bins) == ["f4"] and coordinator.held == []
+
+
+def test_a_sync_coordinator_reports_its_round_from_commit_finished():
+    table = MemoryTable()
+    coordinator = Coordinator(MergeAtTen(), table, "u")
+    seen = []
+    coordinator.send(FilesWritten(1, [small("f1")]))
+    coordinator.commit_started(1)
+    table.append("u", 1, [small("f1")])
+    assert coordinator.commit_finished(1, landed=True, on_round=seen.append) is not None
+    assert seen == [] and coordinator.wait(0)

@@ -562,10 +562,14 @@ def new_coordinator(target: PaimonTarget, commit_user: str, store: StateStore | 
 
 
 def coordinated(committer: Committer, store: StateStore, distributed: Rewriter | None = None,
-                in_place: bool | None = None) -> Committer:
+                in_place: bool | None = None, background: bool = False) -> Committer:
     """The streaming committer with the aggregator after each commit (a `CoordinatedCommitter`):
     one coordinator per checkpoint and process, restored from the checkpoint on first use. An
-    append table with `write-only` keeps the plain committer."""
+    append table with `write-only` keeps the plain committer.
+
+    `background`: the caller's process outlives its checkpoints (a driver running the stream),
+    so rounds of a primary-key table may run after the commit returns, while the next batch
+    is written (`compacts_in_background`)."""
     table = committer.target.table()
     if table is not None and not table.is_primary_key_table and not compacts_appends(table):
         return committer  # write-only: Paimon's writers never compact such a table
@@ -577,7 +581,28 @@ def coordinated(committer: Committer, store: StateStore, distributed: Rewriter |
                                           in_place=in_place)
             coordinator.restore()
             _coordinators[key] = coordinator
+    coordinator.background = background and compacts_in_background(committer.target.table())
     return CoordinatedCommitter(committer, coordinator)
+
+
+def compacts_in_background(table) -> bool:
+    """Whether a primary-key table's compaction may trail its commits, as Paimon's writers let
+    it: not when readers need the round's result as the commit lands, which Paimon waits for
+    (`lookup-wait`): the changelog of the `lookup` and `full-compaction` producers, and
+    `first-row` tables, whose level-0 files readers skip."""
+    if table is None or not table.is_primary_key_table:
+        return False
+    spec = KeyedSpec.of_table(table)
+    return spec.merge_engine != "first-row" and spec.changelog_producer not in ("lookup", "full-compaction")
+
+
+def wait_for_rounds(checkpoint: str, timeout: float | None = None) -> bool:
+    """Wait for the background compaction rounds of this process's streams into `checkpoint`."""
+    prefix = storage.normalize(checkpoint).rstrip("/") + "/"
+    with _coordinators_lock:
+        waiting = [c for (directory, _, _), c in _coordinators.items()
+                   if storage.normalize(directory).startswith(prefix)]
+    return all(c.wait(timeout) for c in waiting)
 
 
 def compacts_appends(table) -> bool:

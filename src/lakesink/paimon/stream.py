@@ -61,6 +61,9 @@ class StreamSink:
         self.rewriter = None  # the engine's distributed rewrite for the aggregator (else threads)
         self.keyed = None  # the KeyedSpec of a primary-key / fixed-bucket table
         self.compacts = False  # primary-key tables: full compaction of buckets after each commit
+        # The engine's committing process outlives its batches (a driver thread, not a process per
+        # commit): compaction rounds may trail the commits (compaction.coordinated).
+        self.background_compaction = False
         if wants_keyed(path, options):
             self.target, self.layout, self.keyed, _ = prepare_keyed_target(path, schema, options,
                                                                             plan_sequences=False)
@@ -129,7 +132,8 @@ class StreamSink:
             # Small files binned and compacted after each commit (append tables); buckets of
             # primary-key tables compacted when their sorted runs pass the trigger.
             from .compaction import coordinated
-            committer = coordinated(committer, self.store, self.rewriter, in_place=self.in_place)
+            committer = coordinated(committer, self.store, self.rewriter, in_place=self.in_place,
+                                    background=self.background_compaction)
         return committer
 
     def _plain_committer(self) -> Committer:

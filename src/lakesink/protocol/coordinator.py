@@ -16,6 +16,11 @@ After checkpoint N's append snapshot lands, `commit_finished(N)`:
 3. saves its state as `aggregator-<N>.json` (format below), so the stored
    state always matches a committed snapshot.
 
+In the background (`background=True`, an engine whose driver outlives its checkpoints):
+steps 2-3 run on a thread of their own once the checkpoint's commit returns, as Paimon's
+writers compact while the next checkpoint's data arrives. One round at a time: the next
+`commit_finished` waits for it; events arriving meanwhile are held. `wait()` waits for it.
+
 A restarted driver `restore()`s the newest state, finishes a pending
 compaction (it landed: adopt it; it did not: commit it now, or discard its
 files if it conflicts), removes rewrite outputs nobody refers to, and catches
@@ -36,7 +41,7 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic
 
@@ -146,7 +151,7 @@ class RoundReport:
 
 class Coordinator(Generic[C]):
     def __init__(self, aggregator: Aggregator[C], target: CompactionTarget[C], commit_user: str,
-                 store: StateStore | None = None):
+                 store: StateStore | None = None, background: bool = False):
         self.aggregator = aggregator
         self.target = target
         self.commit_user = commit_user
@@ -161,13 +166,15 @@ class Coordinator(Generic[C]):
         self._finished: int | None = None     # newest checkpoint whose commit finished
         self._events_lock = threading.Lock()
         self._round_lock = threading.RLock()
+        self.background = background
+        self._round_thread: threading.Thread | None = None  # the background round running
 
     # -- events -------------------------------------------------------------------
     def send(self, event) -> None:
         """An event from a writer. Held while a commit is in progress, else delivered now."""
         with self._events_lock:
             self.held.append(event)
-            holding = self._committing is not None
+            holding = self._committing is not None or self._round_running()
         if holding:
             crashpoints.reached("events-held")
         else:
@@ -178,9 +185,40 @@ class Coordinator(Generic[C]):
         with self._events_lock:
             self._committing = checkpoint
 
-    def commit_finished(self, checkpoint: int, landed: bool) -> RoundReport | None:
+    def commit_finished(self, checkpoint: int, landed: bool,
+                        on_round: Callable[[RoundReport], None] | None = None) -> RoundReport | None:
         """The append of `checkpoint` finished: deliver held events, aggregate, save. Never raises:
-        the append already landed, compaction problems must not fail the writer."""
+        the append already landed, compaction problems must not fail the writer. In the
+        background, returns None at once and hands the round's report to `on_round`."""
+        if self.background and landed:
+            self.wait()  # one round at a time
+            thread = threading.Thread(target=self._background_round, args=(checkpoint, on_round),
+                                      name=f"lakesink-compaction-{checkpoint}")
+            with self._events_lock:
+                self._round_thread = thread
+                self._committing = None  # events now wait for the round instead (`send`)
+            thread.start()
+            return None
+        return self._finish(checkpoint, landed)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for a background round to end; False if it still runs after `timeout`."""
+        thread = self._round_thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+            return not thread.is_alive()
+        return True
+
+    def _round_running(self) -> bool:
+        thread = self._round_thread
+        return thread is not None and thread.is_alive() and thread is not threading.current_thread()
+
+    def _background_round(self, checkpoint: int, on_round) -> None:
+        report = self._finish(checkpoint, True)
+        if report is not None and on_round is not None:
+            on_round(report)
+
+    def _finish(self, checkpoint: int, landed: bool) -> RoundReport | None:
         started = time.perf_counter()
         with self._round_lock:
             try:
@@ -196,7 +234,8 @@ class Coordinator(Generic[C]):
                 report = RoundReport(checkpoint, error=f"{type(exc).__name__}: {exc}")
             finally:
                 with self._events_lock:
-                    self._committing = None
+                    if self._committing == checkpoint or not landed:
+                        self._committing = None
             if landed:
                 self._save_quietly(checkpoint)
             if report is not None:
@@ -448,10 +487,15 @@ class CoordinatedCommitter(Committer):
         if report.skipped_replay:
             # A replay of a checkpoint that landed before a crash: its files come from the table.
             self.coordinator.catch_up()
-        round_report = self.coordinator.commit_finished(identifier, landed=True)
-        if round_report is not None:
-            report.extra["aggregation"] = round_report
+        self._round_after(report, identifier)
         return report
+
+    def _round_after(self, report: CommitReport, identifier: int) -> None:
+        def attach(round_report):
+            report.extra["aggregation"] = round_report
+        round_report = self.coordinator.commit_finished(identifier, landed=True, on_round=attach)
+        if round_report is not None:
+            attach(round_report)
 
     def _commit_restored(self, record, committables) -> CommitReport:
         # Restored checkpoints commit like any other: events held meanwhile, a round after.
@@ -462,9 +506,7 @@ class CoordinatedCommitter(Committer):
         except BaseException:
             self.coordinator.commit_finished(record.identifier, landed=False)
             raise
-        round_report = self.coordinator.commit_finished(record.identifier, landed=True)
-        if round_report is not None:
-            report.extra["aggregation"] = round_report
+        self._round_after(report, record.identifier)
         return report
 
     def restore(self) -> list[CommitReport]:

@@ -309,6 +309,31 @@ def _mix_py(h: int, word: int) -> int:
     return (rotl(h ^ mul(rotl(mul(word, _C1), 15), _C2), 13) * 5 + 0xE6546B64) & _MASK32
 
 
+def _spark_hash_int(value: int) -> int:
+    """Spark's `hash()` of an INT (Murmur3, seed 42): what its hash partitioning takes modulo
+    the number of partitions."""
+    h = _mix_py(42, value & _MASK32) ^ 4
+    h ^= h >> 16
+    h = (h * _FMIX1) & _MASK32
+    h ^= h >> 13
+    h = (h * _FMIX2) & _MASK32
+    h ^= h >> 16
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def task_keys(num_buckets: int, tasks: int) -> list[int]:
+    """Per bucket, an int that Spark's hash partitioning into `tasks` partitions sends to
+    partition `bucket % tasks`: shuffling by it spreads the buckets evenly over the tasks, each
+    bucket in one task. (Shuffling by the bucket itself hashes eight buckets onto two tasks as
+    unevenly as 6/2, and lets adaptive execution coalesce a small micro-batch into one task.)"""
+    owners: dict[int, int] = {}
+    value = 0
+    while len(owners) < tasks:
+        owners.setdefault(_spark_hash_int(value) % tasks, value)  # Python's % is Spark's pmod here
+        value += 1
+    return [owners[b % tasks] for b in range(num_buckets)]
+
+
 def _with_fixed_bucket(df, key_names, types, ntz_flags, num_buckets: int, name: str, not_null: bool = False):
     """`df` with column `name` = the bucket of a key of fixed-width fields only.
 

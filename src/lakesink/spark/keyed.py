@@ -8,7 +8,9 @@ Plan of the Spark job (one shuffle, one sort):
                      (a broadcast join on the partition values; unpartitioned: a literal
                      array, looked up after the shuffle)
           ─ bucket = Paimon's bucket function of the bucket key (spark.bucket); base = bases[bucket]
-          ─ repartition(partition columns, bucket)    one task owns each bucket
+          ─ repartition(partition columns, bucket)    one task owns each bucket; unpartitioned:
+            repartition(tasks, owner), owner a key whose Spark hash puts bucket b in task
+            b % tasks (tasks = min(buckets, cores)): even, and never coalesced into one task
           ─ window over (partition, bucket, key) ordered by (sequence.field, order);
             unpartitioned tables: over (key, bucket), files written concurrently per task:
                 keep the last row (deduplicate) or the first (first-row); partial-update and
@@ -29,13 +31,14 @@ from __future__ import annotations
 from ..errors import ConfigurationError
 from ..paimon.keyed import KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec, null_key_refusal
 from . import sqltext
-from .bucket import with_bucket
+from .bucket import task_keys, with_bucket
 from .sqltext import ident, string
 
 HIDDEN_PARTITION = "lakesink_partition_{}"
 BUCKET = "lakesink_bucket"
 _ORDER = "lakesink_order"
 _BASE = "lakesink_base"
+_OWNER = "lakesink_owner"  # unpartitioned tables: what the shuffle hashes (one task per bucket)
 _BASES = "lakesink_bases"  # the next free sequence number of each bucket of the row's partition
 _KIND = "lakesink_kind"
 _VERSIONS = "lakesink_versions"
@@ -76,16 +79,24 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
     # Primary-key tables: bucket keys are key columns, and a null key fails the write.
     out = with_bucket(out, list(spec.bucket_keys), fields, spec.num_buckets, BUCKET, not_null=keyed)
     carried = [*sqltext.columns(names), *hidden, BUCKET]
+    if hidden:  # by (partition, bucket): as many pairs as the data has
+        owner, distribute = [], (lambda frame: frame.repartition(*hidden, BUCKET))
+    else:  # buckets spread evenly over the write's tasks, each in one (bucket.task_keys)
+        tasks = _write_tasks(df.sparkSession, spec.num_buckets)
+        keys_sql = ", ".join(str(k) for k in task_keys(spec.num_buckets, tasks))
+        owner = [f"element_at(array({keys_sql}), {BUCKET} + 1) AS {_OWNER}"]
+        distribute = lambda frame: frame.repartition(tasks, _OWNER)  # noqa: E731
     if not keyed:
-        return out.selectExpr(*carried).repartition(*hidden, BUCKET), hidden + [BUCKET], 0
+        return distribute(out.selectExpr(*carried, *owner)).drop(_OWNER), hidden + [BUCKET], 0
     if bases and not hidden:  # a literal, looked up after the shuffle: nothing more to move
-        out = out.selectExpr(*carried, _ORDER).repartition(BUCKET)
+        out = distribute(out.selectExpr(*carried, _ORDER, *owner))
         bases_of_table = _bases_by_partition(spec, next_sequence).get((), [0] * spec.num_buckets)
         literal = f"array({', '.join(f'CAST({b} AS BIGINT)' for b in bases_of_table)})"
-        out = out.selectExpr(*carried, _ORDER, f"CAST(coalesce(element_at({literal}, {BUCKET} + 1), 0) AS BIGINT) AS {_BASE}")
+        out = out.selectExpr(*carried, _ORDER, _OWNER,
+                             f"CAST(coalesce(element_at({literal}, {BUCKET} + 1), 0) AS BIGINT) AS {_BASE}")
     else:
         base = f"coalesce(element_at({_BASES}, {BUCKET} + 1), 0)" if bases else "0"
-        out = out.selectExpr(*carried, _ORDER, f"CAST({base} AS BIGINT) AS {_BASE}").repartition(*hidden, BUCKET)
+        out = distribute(out.selectExpr(*carried, _ORDER, *owner, f"CAST({base} AS BIGINT) AS {_BASE}"))
 
     changelog = spec.changelog_producer == "input"
     # Unpartitioned tables: each task's rows sorted by key first, one open file per bucket
@@ -95,7 +106,10 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
     # writer never falls back to sorting (which would not keep the key order).
     writers = spec.num_buckets if not hidden and not changelog and spec.num_buckets <= MAX_OPEN_FILES else 0
     keys = sqltext.columns(spec.trimmed_keys)
-    group = [*keys, BUCKET] if writers else [*hidden, BUCKET, *keys]
+    # The window's groups name the shuffle's columns, so the shuffle satisfies it (no second one).
+    group = [*hidden, BUCKET, *([] if hidden else [_OWNER]), *keys]
+    if writers:
+        group = [*keys, BUCKET, _OWNER]
     order = [f"{ident(c)} ASC NULLS FIRST" for c in spec.sequence_fields] + [_ORDER]
     window = f"(PARTITION BY {', '.join(group)} ORDER BY {', '.join(order)})"
     merging = spec.merge_engine in ("partial-update", "aggregation")
@@ -138,6 +152,15 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
     if changelog:
         return out.selectExpr(*columns, _FILE), hidden + [BUCKET, _FILE], 0
     return out.selectExpr(*columns), hidden + [BUCKET], writers
+
+
+def _write_tasks(spark, num_buckets: int) -> int:
+    """Tasks writing an unpartitioned table: one per bucket, at most one per core of the cluster."""
+    try:
+        cores = spark.sparkContext.defaultParallelism
+    except Exception:  # noqa: BLE001 - Spark Connect: no SparkContext in this process
+        cores = num_buckets
+    return max(1, min(num_buckets, cores))
 
 
 def _merge_versions(df, spec: KeyedSpec, names, window: str):

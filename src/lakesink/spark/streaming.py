@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from ..errors import ConfigurationError
 from ..options import WriteOptions
+from ..paimon.compaction import wait_for_rounds
 from ..paimon.keyed_target import plan_batch
 from ..paimon.sink import describe_files
 from ..paimon.stream import StreamSink
@@ -46,6 +47,7 @@ class FastStreamSink:
 
     def __init__(self, sink: StreamSink, pipelined: bool):
         self.sink = sink
+        sink.background_compaction = True  # this driver outlives its batches: rounds trail commits
         self.pipelined = pipelined
         self.reports = []
         self.pipeline: PipelinedCommitter | None = None
@@ -93,9 +95,11 @@ class FastStreamSink:
             self.reports.append(self.sink.commit_batch(batch_id, files))
 
     def close(self) -> None:
-        """Wait for background commits (pipelined); raises the first that failed."""
+        """Wait for background commits (pipelined), then for background compaction; raises the
+        first commit that failed."""
         if self.pipeline is not None:
             self.pipeline.close()
+        wait_for_rounds(self.sink.checkpoint)
 
 
 def stream(df, path: str, checkpoint: str, trigger: str | None = None, *,
