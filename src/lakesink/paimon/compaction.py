@@ -38,7 +38,8 @@ from ..errors import CommitConflictError
 from ..protocol import crashpoints
 from ..protocol.aggregator import Aggregator, pack_bins
 from ..protocol.committer import Committer
-from ..protocol.coordinator import CompactionTarget, CoordinatedCommitter, Coordinator, FilesWritten
+from ..protocol.coordinated import CoordinatedCommitter
+from ..protocol.coordinator import CompactionTarget, Coordinator, FilesWritten
 from ..protocol.state import StateStore
 from ..protocol.target import CommitReport
 from . import compact_outputs, identity, lsm
@@ -579,9 +580,9 @@ def coordinated(committer: Committer, store: StateStore, distributed: Rewriter |
         if coordinator is None:
             coordinator = new_coordinator(committer.target, committer.commit_user, store, distributed=distributed,
                                           in_place=in_place)
+            coordinator.background = background and compacts_in_background(committer.target.table())
             coordinator.restore()
             _coordinators[key] = coordinator
-    coordinator.background = background and compacts_in_background(committer.target.table())
     return CoordinatedCommitter(committer, coordinator)
 
 
