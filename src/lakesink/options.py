@@ -199,6 +199,17 @@ _declare(
            "the outputs of the compaction that follows the write (small-file aggregator, keyed compaction, "
            "their changelog files; [compaction.md](compaction.md)). The fast path always stages.",
            choices=("auto", "true", "false")),
+    Option("write.keyed-shuffle", "write", "choice", "auto", "`lakesink.stream` into primary-key and "
+           "fixed-bucket tables: `true` routes each micro-batch's rows to their buckets with a Spark "
+           "shuffle (one task per bucket, one sorted run per bucket, Spark's Parquet writer); `false` lets "
+           "one task read the whole micro-batch and write it, merging its rows with pyarrow as Paimon's "
+           "write buffer does (no shuffle, no second stage, one sorted run per bucket). `auto`: one task "
+           "while the previous micro-batch wrote fewer than `write.keyed-shuffle.min-rows` rows; the "
+           "first micro-batch of a run shuffles. "
+           "`lakesink.write` always shuffles, `format(\"paimon\")` never can. See [keyed.md](keyed.md).",
+           choices=("auto", "true", "false")),
+    Option("write.keyed-shuffle.min-rows", "write", "int", 1_000_000, "`write.keyed-shuffle=auto`: "
+           "micro-batches after one that wrote this many rows or more are shuffled.", minimum=0),
     # -- ctas ----------------------------------------------------------------------
     Option("ctas.atomicity-enabled", "ctas", "bool", True, "Stage the table and publish it atomically; "
            "`false` writes in place (object stores, which have no atomic directory rename)."),
@@ -612,6 +623,8 @@ class WriteOptions:
     aggregator: bool = False
     merge_schema: bool = False  # option write.merge-schema: evolve the table's schema with the data
     in_place: str = "auto"      # option write.in-place: auto | true | false (paimon.intents)
+    keyed_shuffle: str = "auto"  # option write.keyed-shuffle: auto | true | false (spark.streaming)
+    keyed_shuffle_min_rows: int = 1_000_000
     table_options: dict[str, str] = field(default_factory=dict)
     fs_options: dict[str, str] = field(default_factory=dict)  # storage access: fs.s3.*, commit.lock, ...
     path: str | None = None
@@ -671,6 +684,8 @@ class WriteOptions:
         out.aggregator = typed.get("aggregator.enabled", False)
         out.merge_schema = typed.get("write.merge-schema", False)
         out.in_place = typed.get("write.in-place", "auto")
+        out.keyed_shuffle = typed.get("write.keyed-shuffle", "auto")
+        out.keyed_shuffle_min_rows = typed.get("write.keyed-shuffle.min-rows", 1_000_000)
         if out.commit_identifier is not None and out.commit_user is None:
             raise InvalidOptionError("commit.identifier", out.commit_identifier,
                                      "to be given together with commit.user")

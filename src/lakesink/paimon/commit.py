@@ -56,6 +56,7 @@ class MergingFileStoreCommit(FileStoreCommit):
         self.manifest_list_manager = _MergingManifestList(self.manifest_list_manager, self._merger)
         self.conflict_detection.check_conflicts = _typed_conflicts(self.conflict_detection.check_conflicts,
                                                                    table, commit_user)
+        self.commit_scanner = _CachedBaseEntries(self.commit_scanner, table)
 
     def _set_fixed_bucket_commit_check(self, messages):
         super()._set_fixed_bucket_commit_check(messages)
@@ -91,6 +92,28 @@ class MergingFileStoreCommit(FileStoreCommit):
                 and result.exception is None):
             self._merger.delete_written()  # lost the publication race: the next attempt merges anew
         return result
+
+
+class _CachedBaseEntries:
+    """pypaimon's commit scanner, reading a checked commit's base (the latest snapshot's files in
+    the partitions it changes; fixed-bucket and keyed commits are all checked) through the
+    manifest cache of `maintenance.metadata.live_entries`: a stream's commit reads only the
+    manifests written since its last one, not the whole table every micro-batch."""
+
+    def __init__(self, inner, table):
+        self._inner = inner
+        self._table = table
+
+    def read_all_entries_from_changed_partitions(self, latest_snapshot, commit_entries, index_entries=None):
+        if latest_snapshot is None or not commit_entries or index_entries:
+            return self._inner.read_all_entries_from_changed_partitions(latest_snapshot, commit_entries,
+                                                                         index_entries)
+        from .maintenance.metadata import live_entries
+        changed = self._inner._build_partition_filter_from_changes(commit_entries)  # as pypaimon filters
+        return [e for e in live_entries(self._table, latest_snapshot) if changed is None or changed.test(e.partition)]
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
 
 
 class _CompactionTolerantCheck:

@@ -29,6 +29,7 @@ Fixed-bucket append tables keep plain Parquet files, rows in input order.
 from __future__ import annotations
 
 import dataclasses
+import re
 import uuid
 from dataclasses import dataclass, field
 
@@ -80,6 +81,7 @@ class KeyedTaskSpec:
     fs_options: dict | None = None
     create_dir: bool = True       # batch jobs: the driver made the staging directory (see TaskSpec)
     paths: object = None          # in place: the table's path factory (see TaskSpec)
+    order_column: str | None = None  # a column holding each row's input order (else: as it comes)
 
 
 @dataclass
@@ -118,10 +120,13 @@ class KeyedTaskWriter:
         for name in keyed.primary_keys:
             if data.column(name).null_count:
                 raise ConfigurationError(null_key_refusal(name))
-        data = conform(data, self.schema)
-        order = pa.array(np.arange(self._order, self._order + data.num_rows, dtype=np.int64))
-        self._order += data.num_rows
-        data = data.append_column(_ORDER, order)
+        if self.spec.order_column is not None:
+            order = data.column(self.spec.order_column)
+            data = data.drop_columns([self.spec.order_column])
+        else:
+            order = pa.array(np.arange(self._order, self._order + data.num_rows, dtype=np.int64))
+            self._order += data.num_rows
+        data = conform(data, self.schema).append_column(_ORDER, order)
         if keyed.has_primary_key:
             kinds = self._kinds(data)
             data = data.append_column(_KIND, kinds)
@@ -297,7 +302,7 @@ def _key_value_meta(staged: StagedFile, rows: pa.Table, layout: TableLayout, spe
     return with_key_value_meta(staged, metadata, layout, spec, first, last, float_keys, deletes)
 
 
-def check_keyed_layout(layout: TableLayout, keyed: KeyedSpec) -> None:
+def check_keyed_layout(layout: TableLayout, keyed: KeyedSpec, writer: str = "format('paimon')") -> None:
     """Refuse, before any task runs, what tasks could not write: bucket-key types the bucket
     function cannot serialize (as the fast path refuses them) and nanosecond columns."""
     from ..errors import UnsupportedTableError
@@ -307,7 +312,7 @@ def check_keyed_layout(layout: TableLayout, keyed: KeyedSpec) -> None:
         key_type(fields[name].type)
     problem = parquet_layout.nanosecond_layout_problem(layout.arrow_schema())
     if problem is not None:
-        raise UnsupportedTableError(f"format('paimon') cannot write this table: {problem}.")
+        raise UnsupportedTableError(f"{writer} cannot write this table: {problem}.")
 
 
 def buffer_bytes(target, options) -> int:
@@ -316,3 +321,47 @@ def buffer_bytes(target, options) -> int:
     table = target.table()
     raw = dict(table.table_schema.options) if table is not None else dict(options.table_options)
     return registry.table_value(raw, "write-buffer-size")
+
+
+# -- lakesink.stream: a small micro-batch written by one task, no shuffle ---------------------
+
+_RESULT = pa.schema([("files", pa.binary())])
+_TASK_ERROR = re.compile(r"(?:lakesink\.errors\.)?ConfigurationError: ([^\n]*)")
+INPUT_ORDER = "__lakesink_input_order"
+
+
+def write_in_one_task(df, spec: KeyedTaskSpec) -> list[StagedFile]:
+    """One task reads every partition of `df` and routes, sorts and merges its rows into
+    key-value files in `spec.staging_dir`, as Paimon's writer does with its write buffer: no
+    shuffle, no second stage, one sorted run per bucket (per flush), as a shuffle would give.
+
+    Rows of one key merge in input order, which is (input partition, position) as on the
+    shuffled path: taken below the coalesce, where each row still knows its partition, since a
+    coalesce may read partitions out of order. A task's refusal (a null key, an unknown row
+    kind) comes back as its ConfigurationError."""
+    import pickle
+
+    spec = dataclasses.replace(spec, order_column=INPUT_ORDER)
+
+    def task(batches):
+        from .tasks import task_prefix
+        writer = KeyedTaskWriter(spec, 0, task_prefix())
+        try:
+            for batch in batches:
+                writer.write(batch)
+            files = writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
+        # In flight only, from the task to its driver, as Spark's own task results travel.
+        yield pa.RecordBatch.from_pydict({"files": [pickle.dumps(files)]}, schema=_RESULT)
+
+    ordered = df.selectExpr("*", f"monotonically_increasing_id() AS {INPUT_ORDER}").coalesce(1)
+    try:
+        rows = ordered.mapInArrow(task, "files binary").collect()
+    except Exception as exc:  # noqa: BLE001 - Spark wraps the task's error in its own
+        refusal = _TASK_ERROR.search(str(exc))
+        if refusal is None:
+            raise
+        raise ConfigurationError(refusal.group(1)) from None
+    return [f for row in rows for f in pickle.loads(row["files"])]

@@ -5,12 +5,19 @@ Spark writes Parquet into `staging/<query>-bN` → footers → commit (sync) or
 durable accept + background commit (pipelined). `foreachBatch` returns only
 after the batch is committed or durably accepted, so Spark records batch N in
 its commit log only after that.
+
+Primary-key and fixed-bucket tables: a micro-batch is shuffled to its buckets and
+written by Spark (spark.keyed), or, small ones (`write.keyed-shuffle`), by one task
+merging the whole batch with pyarrow (spark.keyed_tasks): a small batch's time is
+then one stage, not a shuffle, a second stage and a file per bucket through
+Hadoop's file system.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 
 from ..errors import ConfigurationError
 from ..options import WriteOptions
@@ -24,6 +31,7 @@ from .catalog import resolve_for
 from .checkpoint import query_id
 from .fastpath import write_staged
 from .keyed import translate_error
+from .keyed_tasks import KeyedPlan, KeyedTaskSpec, buffer_bytes, check_keyed_layout, write_in_one_task
 from .keyed_write import write_keyed_files
 from .output import list_parquet_files
 from .rewrite import distributed
@@ -51,6 +59,9 @@ class FastStreamSink:
         self.pipelined = pipelined
         self.reports = []
         self.pipeline: PipelinedCommitter | None = None
+        # Keyed tables: how the previous micro-batch of this run went (write.keyed-shuffle=auto).
+        self.last_rows: int | None = None   # rows it wrote (None: none yet)
+        self.task_spec = _task_spec(sink) if sink.keyed is not None else None
 
     def _start(self) -> None:
         # A new checkpoint gets its query id (hence the commit user) only once the
@@ -76,8 +87,14 @@ class FastStreamSink:
                 # that snapshot, skipping this query's own earlier batches (PaimonTarget.commit).
                 pending = self.sink.pending_files() if self.pipeline is not None else ()
                 plan = plan_batch(self.sink.target, batch_id, pending)
-                files = write_keyed_files(batch_df, self.sink.target, self.sink.layout, self.sink.keyed,
-                                          plan, job.staging_dir, job.compression)
+                if self.shuffles():
+                    files = write_keyed_files(batch_df, self.sink.target, self.sink.layout, self.sink.keyed,
+                                              plan, job.staging_dir, job.compression)
+                else:
+                    spec = replace(self.task_spec, staging_dir=job.staging_dir, plan=KeyedPlan(plan, None))
+                    files = write_in_one_task(batch_df, spec)
+                    crashpoints.reached("tasks-done")
+                self.last_rows = sum(f.meta.row_count for f in files if not f.changelog)
             else:
                 write_staged(batch_df, job)
                 files = describe_files(list_parquet_files(job.staging_dir, self.sink.target.fs_options),
@@ -94,12 +111,41 @@ class FastStreamSink:
         else:  # sync, or a replay of a batch that already landed (skipped, files removed)
             self.reports.append(self.sink.commit_batch(batch_id, files))
 
+    def shuffles(self) -> bool:
+        """Whether this keyed micro-batch is shuffled to its buckets (else written by one task):
+        `write.keyed-shuffle`; `auto` shuffles the first micro-batch of a run (it may be a
+        backlog) and those after one that wrote `min-rows` rows or more."""
+        mode = self.sink.options.keyed_shuffle
+        if self.task_spec is None or mode == "true":
+            return True
+        if mode == "false":
+            return False
+        return self.last_rows is None or self.last_rows >= self.sink.options.keyed_shuffle_min_rows
+
     def close(self) -> None:
         """Wait for background commits (pipelined), then for background compaction; raises the
         first commit that failed."""
         if self.pipeline is not None:
             self.pipeline.close()
         wait_for_rounds(self.sink.checkpoint)
+
+
+def _task_spec(sink: StreamSink) -> KeyedTaskSpec | None:
+    """What the one-task write of a micro-batch needs (None: `write.keyed-shuffle=true`, or a table only
+    the shuffle writes: nanosecond timestamps, which `auto` then always shuffles)."""
+    from ..errors import UnsupportedTableError
+    mode = sink.options.keyed_shuffle
+    if mode == "true":
+        return None
+    try:
+        check_keyed_layout(sink.layout, sink.keyed, "write.keyed-shuffle=false")
+    except UnsupportedTableError as exc:
+        if mode == "false":
+            raise UnsupportedTableError(f"{exc} Set write.keyed-shuffle to auto or true: Spark's shuffle "
+                                        "writes it.", table=sink.target.path) from None
+        return None
+    return KeyedTaskSpec("", sink.layout, sink.keyed, None, sink.compression, buffer_bytes(sink.target, sink.options),
+                         sink.options.fs_options or None)
 
 
 def stream(df, path: str, checkpoint: str, trigger: str | None = None, *,
