@@ -106,3 +106,45 @@ def test_a_file_encoded_again_after_its_schema_or_level_changed_says_so(tmp_path
         changed = dataclasses.replace(staged, meta=dataclasses.replace(staged.meta, **change))
         decoded = target.decode(target.encode(changed)).meta
         assert all(getattr(decoded, k) == v for k, v in change.items()), change
+
+
+def test_an_encoding_made_where_the_file_was_described_is_the_drivers_own(tmp_path):
+    """Tasks encode their files' committables (`with_encoding`), so the committing driver does
+    not: the carried message must be the one the driver would make, partition keys in their own
+    order; a decoded file carries its message; a file whose level changed is encoded afresh."""
+    import dataclasses
+
+    from pypaimon.catalog.catalog_factory import CatalogFactory
+    from pypaimon.schema.schema import Schema
+
+    from lakesink.paimon import PaimonTarget
+    from lakesink.paimon.datafiles import StagedFile, TableLayout, with_encoding
+
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string()),
+                        pa.field("day", pa.string(), nullable=False), pa.field("hour", pa.int32(), nullable=False)])
+    catalog = CatalogFactory.create({"warehouse": str(tmp_path)})
+    catalog.create_database("db", True)
+    catalog.create_table("db.p", Schema.from_pyarrow_schema(schema, partition_keys=["hour", "day"],
+                                                            primary_keys=["id", "day", "hour"],
+                                                            options={"bucket": "2"}), False)
+    path = f"{tmp_path}/db.db/p"
+    table = open_table(path)
+    write = table.new_batch_write_builder().new_write()
+    try:
+        write.write_arrow(pa.table({"id": [1, 2], "v": ["a", "b"], "day": ["d1", "d2"], "hour": [3, 4]},
+                                   schema=schema))
+        messages = write.prepare_commit()
+    finally:
+        write.close()
+    files = [StagedFile(partition=tuple(m.partition), bucket=m.bucket, meta=f, staged_path=None)
+             for m in messages for f in m.new_files]
+    assert len(files) == 2
+    layout = TableLayout.of(table)
+    for staged in files:
+        carried = with_encoding(dataclasses.replace(staged), layout)
+        assert carried.encoded[1] == PaimonTarget(path).encode(staged)["message"]  # a fresh target: no cache
+        decoded = PaimonTarget(path).decode(PaimonTarget(path).encode(carried))
+        assert decoded.encoded == carried.encoded and decoded.partition == staged.partition
+        moved = dataclasses.replace(carried, meta=dataclasses.replace(carried.meta, level=2))
+        again = PaimonTarget(path).decode(PaimonTarget(path).encode(moved))
+        assert again.meta.level == 2 and again.encoded[1] != carried.encoded[1]

@@ -14,7 +14,7 @@ import datetime as dt
 import json
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 import pyarrow as pa
@@ -75,6 +75,9 @@ class StagedFile:
     # (schema evolution); the commit makes it the table's first. None: the file's schema id exists.
     schema: object = None
     changelog: bool = False  # a changelog file (changelog-producer=input): in the snapshot's changelog
+    # (encoding_key, message) of this description as a pypaimon commit message, made where it was
+    # described (a task) or decoded: the driver's state saves then serialize nothing again.
+    encoded: tuple | None = field(default=None, compare=False, repr=False)
 
     @property
     def row_count(self) -> int:
@@ -83,6 +86,34 @@ class StagedFile:
     @property
     def file_size(self) -> int:
         return self.meta.file_size
+
+
+def encoding_key(staged: StagedFile) -> tuple:
+    """What a file's commit-message encoding depends on besides what never changes once it is
+    written: its level and schema (both set again at commit), where it sits and which list."""
+    meta = staged.meta
+    return (tuple(staged.partition), staged.bucket, meta.file_name, meta.level, staged.changelog, meta.schema_id,
+            tuple(meta.value_stats_cols or ()), getattr(meta, "external_path", None))
+
+
+def encode_message(staged: StagedFile, partition_fields) -> str:
+    """The file as pypaimon's serialized commit message (base64), its committable encoding."""
+    import base64
+
+    from pypaimon.write.commit_message import CommitMessage
+    from pypaimon.write.commit_message_serializer import serialize_commit_message
+    body = serialize_commit_message(CommitMessage(
+        partition=staged.partition, bucket=staged.bucket, new_files=[] if staged.changelog else [staged.meta],
+        changelog_files=[staged.meta] if staged.changelog else []), partition_fields)
+    return base64.b64encode(body).decode("ascii")
+
+
+def with_encoding(staged: StagedFile, layout: TableLayout) -> StagedFile:
+    """`staged` carrying its encoding (tasks: made in parallel, not on the committing driver)."""
+    fields = [f for f in layout.fields if f.name in layout.partition_keys]
+    partition_fields = sorted(fields, key=lambda f: list(layout.partition_keys).index(f.name))
+    staged.encoded = (encoding_key(staged), encode_message(staged, partition_fields))
+    return staged
 
 
 def new_data_file_name() -> str:
@@ -285,7 +316,7 @@ def place(table, files: list[StagedFile], threads: int = 8) -> None:
         elif not file_io.exists(final):
             raise FileNotFoundError(staged.staged_path)
 
-    if len(files) <= 1:
+    if len(files) <= 1 or not remote:  # a local rename takes microseconds: threads cost more
         for f in files:
             move(f)
     else:

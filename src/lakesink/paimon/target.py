@@ -16,8 +16,7 @@ import pyarrow as pa
 from pypaimon.snapshot.snapshot import Snapshot
 from pypaimon.write.commit_message import CommitMessage
 from pypaimon.write.commit_message_serializer import (VERSION as MESSAGE_VERSION,
-                                                      deserialize_commit_message,
-                                                      serialize_commit_message)
+                                                      deserialize_commit_message)
 from pypaimon.write.file_store_commit import FileStoreCommit
 
 from .commit import new_file_store_commit
@@ -27,7 +26,7 @@ from ..errors import CommitConflictError, SchemaMismatchError
 from ..protocol import crashpoints
 from ..protocol.target import CommitReport, CommitTarget, Overwrite
 from . import evolution, identity, intents, maintenance, tables
-from .datafiles import StagedFile, place, table_path_of
+from .datafiles import StagedFile, encode_message, encoding_key, place, table_path_of
 
 log = logging.getLogger(__name__)
 
@@ -307,19 +306,14 @@ class PaimonTarget(CommitTarget[StagedFile]):
     def encode(self, committable: StagedFile) -> dict:
         # pypaimon's own serializer; a changelog file travels as the message's changelog file.
         # A file's description changes only with its level or schema (evolution at commit): one
-        # encoding per file, level and schema.
-        meta = committable.meta
-        key = (tuple(committable.partition), committable.bucket, meta.file_name, meta.level,
-               committable.changelog, meta.schema_id, tuple(meta.value_stats_cols or ()),
-               getattr(meta, "external_path", None))
+        # encoding per file, level and schema, kept here and on the file (made by its task).
+        key = encoding_key(committable)
         encoded = self.__dict__.setdefault("_encoded", {})
         message = encoded.get(key)
         if message is None:
-            body = serialize_commit_message(CommitMessage(
-                partition=committable.partition, bucket=committable.bucket,
-                new_files=[] if committable.changelog else [meta],
-                changelog_files=[meta] if committable.changelog else []), self._partition_fields())
-            message = base64.b64encode(body).decode("ascii")
+            carried = committable.encoded
+            message = carried[1] if carried is not None and carried[0] == key else \
+                encode_message(committable, self._partition_fields())
             if len(encoded) >= self._ENCODED_KEPT:
                 encoded.pop(next(iter(encoded)))
             encoded[key] = message
@@ -348,10 +342,13 @@ class PaimonTarget(CommitTarget[StagedFile]):
                                              version=int(data["paimon_commit_message_v"]))
         schema = data.get("table_schema")
         changelog = not message.new_files and bool(message.changelog_files)
-        return StagedFile(partition=tuple(message.partition), bucket=message.bucket,
-                          meta=(message.changelog_files if changelog else message.new_files)[0],
-                          staged_path=data.get("staged_path"),
-                          schema=evolution.schema_from_json(schema) if schema else None, changelog=changelog)
+        staged = StagedFile(partition=tuple(message.partition), bucket=message.bucket,
+                            meta=(message.changelog_files if changelog else message.new_files)[0],
+                            staged_path=data.get("staged_path"),
+                            schema=evolution.schema_from_json(schema) if schema else None, changelog=changelog)
+        if int(data["paimon_commit_message_v"]) == MESSAGE_VERSION:  # saved again as it came
+            staged.encoded = (encoding_key(staged), data["message"])
+        return staged
 
 
 def _messages(files: Sequence[StagedFile], total_buckets: int | None = None,

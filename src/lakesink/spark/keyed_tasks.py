@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 from .. import storage
 from ..errors import ConfigurationError
 from ..paimon import intents, parquet_layout
-from ..paimon.datafiles import StagedFile, TableLayout, describe_parquet
+from ..paimon.datafiles import StagedFile, TableLayout, describe_parquet, with_encoding
 from ..paimon.keyed import (KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec,
                             null_key_refusal, row_kind_refusal, with_key_value_meta)
 from ..paimon.lsm import LsmOptions, kv_schema, merge_run
@@ -254,7 +254,7 @@ class KeyedTaskWriter:
             staged.staged_path = None  # already at its table path
         if self.keyed.has_primary_key:
             staged = _key_value_meta(staged, rows, self.spec.layout, self.keyed, metadata)
-        self._files.append(staged)
+        self._files.append(with_encoding(staged, self.spec.layout))
 
     # -- end -----------------------------------------------------------------------------
     def finish(self) -> list[StagedFile]:

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from .. import storage
 from ..errors import JobAbortedError
 from ..paimon import intents, parquet_layout
-from ..paimon.datafiles import StagedFile, TableLayout, describe_parquet, new_data_file_name
+from ..paimon.datafiles import StagedFile, TableLayout, describe_parquet, new_data_file_name, with_encoding
 from .arrow import conform, split_by_partition
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
@@ -149,7 +149,7 @@ class StagingWriter:
             if name is not None:  # written in place: already at its table path, under this name
                 staged.meta = dataclasses.replace(staged.meta, file_name=name)
                 staged.staged_path = None
-            out.append(staged)
+            out.append(with_encoding(staged, self.spec.layout))
         return out
 
     def abort(self) -> None:
