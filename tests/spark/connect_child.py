@@ -74,7 +74,19 @@ def every_other_entry_point(spark, path: str) -> None:
         assert [(r.id, r.v) for r in got] == [(i, i + 20) for i in range(10)], got
         return len(got)
 
+    def keyed_stream():  # a micro-batch merged by one task (mapInArrow on the Connect server)
+        keyed_source = os.path.join(work, "keyed_source")
+        spark.range(12).selectExpr("id % 4 as id", "id as v").coalesce(1).write.mode("overwrite").parquet(keyed_source)
+        q = lakesink.stream(spark.readStream.schema("id long, v long").parquet(keyed_source),
+                            f"{work}/db.db/keyed_stream", checkpoint=f"{work}/chk-keyed", trigger="availableNow",
+                            options={"primary-key": "id", "bucket": "2", "write.keyed-shuffle": "false"})
+        q.awaitTermination()
+        got = lakesink.read(spark, f"{work}/db.db/keyed_stream").orderBy("id").collect()
+        assert [(r.id, r.v) for r in got] == [(i, i + 8) for i in range(4)], got
+        return len(got)
+
     for name, run in [("writeStream.format(paimon)", stream_native), ("lakesink.stream", stream_fast),
+                      ("lakesink.stream(primary-key)", keyed_stream),
                       ("lakesink.read_stream", read_stream), ("lakesink.create_table_as", ctas),
                       ("lakesink.jdbc.write", jdbc), ("lakesink.history", history),
                       ("lakesink.write(primary_key)", keyed)]:

@@ -25,6 +25,7 @@ def test_spark_connect_writes_on_both_paths_and_reads_through_format_paimon(tabl
     print("\n".join(f"{k}: {v}" for k, v in entries.items()))
     # Every entry point works on Connect (a refusal would have to be a LakesinkError saying so).
     assert entries == {"writeStream.format(paimon)": "OK 5", "lakesink.stream": "OK 5",
+                       "lakesink.stream(primary-key)": "OK 4",
                        "lakesink.read_stream": "OK 23", "lakesink.create_table_as": "OK 7",
                        "lakesink.jdbc.write": "OK 4", "lakesink.history": "OK 4",
                        "lakesink.write(primary_key)": "OK 10"}, out.stderr[-2000:]
