@@ -16,7 +16,7 @@ from .catalog import resolve_for, session_catalog
 from .arrow import spark_to_arrow
 from .fastpath import write as fast_write
 from .output import check_spark_can_write
-from .session import FORMAT, activate, is_connect
+from .session import FORMAT, activate, is_connect, wait_for_tasks
 
 ATOMICITY_OPTION = "ctas.atomicity-enabled"
 
@@ -82,7 +82,14 @@ def _run(df, path, partition_by, options, replace, if_not_exists, via):
             # Don't leave tasks writing into staging. Not from this thread: its py4j
             # connection still waits for the interrupted call's answer (the whole job).
             spark = df.sparkSession
-            cancel = spark.interruptAll if is_connect(spark) else spark.sparkContext.cancelAllJobs
+
+            def cancel():
+                if is_connect(spark):
+                    spark.interruptAll()
+                    return
+                spark.sparkContext.cancelAllJobs()
+                wait_for_tasks(spark.sparkContext)  # the abort then finds no task still writing
+
             canceller = threading.Thread(target=cancel, name="lakesink-cancel", daemon=True)
             canceller.start()
             canceller.join(timeout=60)

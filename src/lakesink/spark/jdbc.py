@@ -18,7 +18,7 @@ from ..protocol import CommitReport, crashpoints
 from ..protocol.staging import Terminated, run_staged
 from ..jdbc.db import Database
 from .checkpoint import query_id
-from .session import is_connect
+from .session import is_connect, wait_for_tasks
 from ..jdbc.job import JdbcJob
 from ..jdbc.options import JdbcOptions
 from ..jdbc.staged import JdbcStagedTable
@@ -66,30 +66,12 @@ def run_tasks(df, job: JdbcJob, token: str, num_partitions: int | None = None) -
         # late task registers a staging table after the abort dropped the job's tables.
         if sc is not None:
             sc.cancelJobGroup(group)
-            _wait_for_tasks(sc, group)
+            wait_for_tasks(sc, group)
         raise
     finally:
         if sc is not None:
             sc.setLocalProperty("spark.jobGroup.id", None)
     return [StagedRows(r["table"], r["job"], r["rows"], r["partition"], r["attempt"]) for r in rows]
-
-
-def _wait_for_tasks(sc, group: str, timeout: float = 60.0) -> None:
-    """Wait until no task of the job group runs (its Python workers finished or were killed)."""
-    import time
-
-    tracker = sc.statusTracker()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        active = 0
-        for job_id in tracker.getJobIdsForGroup(group):
-            info = tracker.getJobInfo(job_id)
-            for stage_id in (info.stageIds if info else []):
-                stage = tracker.getStageInfo(stage_id)
-                active += stage.numActiveTasks if stage else 0
-        if active == 0:
-            return
-        time.sleep(0.1)
 
 
 def write(df, url: str, table: str, mode: str = "append", *, key: Iterable[str] | None = None,

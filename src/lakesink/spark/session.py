@@ -104,3 +104,25 @@ def activate(spark) -> None:
     jvm = getattr(spark, "_jvm", None)  # None on Spark Connect, where this does not apply
     if jvm is not None:
         jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+
+
+def wait_for_tasks(sc, group: str | None = None, timeout: float = 60.0) -> None:
+    """Wait until no task of the job group (None: of any job) runs: cancelling returns before
+    the tasks have stopped, and a cancelled task may still write where an abort just cleaned."""
+    import time
+
+    tracker = sc.statusTracker()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if group is None:
+            stages = tracker.getActiveStageIds()
+        else:
+            stages = [s for job_id in tracker.getJobIdsForGroup(group)
+                      for s in (getattr(tracker.getJobInfo(job_id), "stageIds", None) or [])]
+        active = 0
+        for stage_id in stages:
+            stage = tracker.getStageInfo(stage_id)
+            active += stage.numActiveTasks if stage else 0
+        if active == 0:
+            return
+        time.sleep(0.1)
