@@ -108,8 +108,20 @@ class PaimonStagedTable(StagedTable):
                 ) from exc
             raise
 
-    def abort(self) -> None:
-        shutil.rmtree(self.staging_path, ignore_errors=True)
+    def abort(self, settle_s: float = 10.0) -> None:
+        # An interrupted job's writer may still be cleaning its own files in there (Spark's job
+        # abort deletes `_temporary` after cancelled tasks stop): a removal racing it fails on
+        # the last rmdir and leaves an empty directory. Removed again until it stays gone.
+        deadline = time.monotonic() + settle_s
+        while True:
+            shutil.rmtree(self.staging_path, ignore_errors=True)
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.2)
+            if not os.path.exists(self.staging_path):
+                time.sleep(0.3)
+                if not os.path.exists(self.staging_path):
+                    return
 
 
 def _clear_leftovers(path: str) -> None:
