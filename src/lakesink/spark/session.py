@@ -107,18 +107,17 @@ def activate(spark) -> None:
 
 
 def wait_for_tasks(sc, group: str | None = None, timeout: float = 60.0) -> None:
-    """Wait until no task of the job group (None: of any job) runs: cancelling returns before
-    the tasks have stopped, and a cancelled task may still write where an abort just cleaned."""
+    """Wait until no task of the job group (None: of the jobs in no group) runs: cancelling
+    returns before the tasks have stopped, and a cancelled task may still write where an abort
+    just cleaned. Counted per stage from task ends: a cancelled stage leaves the active stages
+    at once, while its tasks are still being killed."""
     import time
 
     tracker = sc.statusTracker()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if group is None:
-            stages = tracker.getActiveStageIds()
-        else:
-            stages = [s for job_id in tracker.getJobIdsForGroup(group)
-                      for s in (getattr(tracker.getJobInfo(job_id), "stageIds", None) or [])]
+        stages = [s for job_id in tracker.getJobIdsForGroup(group)
+                  for s in (getattr(tracker.getJobInfo(job_id), "stageIds", None) or [])]
         active = 0
         for stage_id in stages:
             stage = tracker.getStageInfo(stage_id)
