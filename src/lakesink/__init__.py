@@ -181,19 +181,22 @@ def stream(df: DataFrame, path: str, checkpoint: str, trigger: str | Mapping[str
 
 
 def await_commits(checkpoint: str, timeout: float = 120.0, options: Mapping[str, str] | None = None) -> None:
-    """Wait until a pipelined `format("paimon")` query's accepted batches are committed (and,
-    for `lakesink.stream` in this process, the compaction rounds trailing its commits).
+    """Wait until a pipelined `format("paimon")` query's accepted batches are committed, and
+    until the compaction rounds of a primary-key table have caught up with the committed
+    batches (rounds trail the commits: on `format("paimon")` in the checkpoint's compaction
+    service, on `lakesink.stream` on a thread of this process).
 
     In pipelined mode a micro-batch is committed in the background after Spark
     has recorded it; call this after `query.stop()` / `awaitTermination()` to
     read your own writes. Batches a dead driver accepted, which a restarted query
-    with no new data never commits, are committed here (`options`: writer
-    options such as file-system credentials). Raises a background commit failure.
+    with no new data never commits, are committed here, and a round that died
+    with its driver is finished here (`options`: writer options such as
+    file-system credentials). Raises a background commit failure.
     """
     from .paimon.compaction import wait_for_rounds
     from .spark.committer_service import await_commits as _await
-    _await(checkpoint, timeout, dict(options) if options else None)
     wait_for_rounds(checkpoint, timeout)  # lakesink.stream: compaction rounds trailing its commits
+    _await(checkpoint, timeout, dict(options) if options else None)
 
 
 def create_table_as(df: DataFrame, path: str, partition_by: Iterable[str] | None = None,

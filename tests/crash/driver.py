@@ -142,8 +142,8 @@ def run(args) -> int:
         return 1
     if handler is not None:
         handler.close()  # pipelined: commits still running in the background
-    elif args.commit == "pipelined":
-        lakesink.await_commits(args.checkpoint)  # the native path's background committer
+    else:  # the native path's background processes: committer (pipelined), compaction (keyed)
+        lakesink.await_commits(args.checkpoint)
     spark.stop()
     print("lakesink-driver: caught up", flush=True)
     return 0

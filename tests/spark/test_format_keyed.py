@@ -18,6 +18,9 @@ import pyarrow as pa
 import pytest
 
 import lakesink
+from lakesink.protocol.coordinator import saved_progress
+from lakesink.protocol.pipelined import COMPACTION, runtime_dir, runtime_name
+from lakesink.protocol.state import StateStore
 from tests.helpers import latest_snapshot_id, leftover_files, pypaimon_append, read_table, snapshots
 from tests.spark.test_keyed_write import _check_buckets
 
@@ -328,8 +331,7 @@ def test_a_cdc_stream_through_format_paimon_ends_in_the_sources_final_state_key_
         finally:
             query.stop()
         assert query.exception() is None
-        if commit_mode == "pipelined":
-            lakesink.await_commits(chk)
+        lakesink.await_commits(chk)  # pipelined: the commits; both: the compaction rounds after them
 
     _cdc_files(source, batches[:2])
     run()
@@ -339,4 +341,11 @@ def test_a_cdc_stream_through_format_paimon_ends_in_the_sources_final_state_key_
     user = commit_user_of(chk)
     assert [s.commit_identifier for s in snapshots(path) if s.commit_user == user and s.commit_kind == "APPEND"] \
         == [0, 1, 2, 3]
+    # Rounds ran after the batches (three tasks write each bucket: past the trigger every batch),
+    # the last one after batch 3 (await_commits waited for it); sync: in the checkpoint's
+    # compaction service, not in Spark's per-batch commit process.
+    assert {s.commit_user for s in snapshots(path) if s.commit_kind == "COMPACT"} == {user + ".compact"}
+    assert saved_progress(StateStore(f"{chk}/lakesink")) == (3, False)
+    service_log = runtime_dir() / runtime_name(chk, COMPACTION, ".log")
+    assert service_log.exists() == (commit_mode == "sync")
     assert leftover_files(path) == set()

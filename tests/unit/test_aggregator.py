@@ -15,7 +15,7 @@ import pytest
 
 from lakesink.errors import CommitConflictError, ConfigurationError
 from lakesink.protocol.aggregator import Aggregator, pack_bins, run_aggregator
-from lakesink.protocol.coordinator import CompactionTarget, Coordinator, FilesWritten
+from lakesink.protocol.coordinator import CompactionTarget, Coordinator, FilesWritten, saved_progress
 from lakesink.protocol.state import StateStore
 from lakesink.protocol.target import CommitReport
 from tests.helpers import leftover_files, read_table, snapshots
@@ -200,6 +200,34 @@ def test_state_is_saved_per_checkpoint_and_a_restart_resumes_the_bins(tmp_path):
     report = checkpoint(second, table, 4, [small("f4")])
     assert report.files_removed == 4
     assert table.live_names == {"merged-1-a"}
+
+
+def test_a_process_that_only_compacts_catches_up_with_checkpoints_others_committed(tmp_path):
+    """A compaction service: commits land elsewhere; each round takes in what landed since the
+    last one and compacts after the newest; a round already run is not run again, also not by
+    the service's successor restored from the saved state."""
+    table = MemoryTable()
+    store = StateStore(str(tmp_path / "state"))
+    service = Coordinator(MergeAtTen(), table, "u", store)
+    service.restore()
+    assert service.catch_up_round() is None  # nothing landed yet
+    table.append("u", 1, [small("f1")])
+    table.append("u", 2, [small("f2")])
+    report = service.catch_up_round()
+    assert report.checkpoint == 2 and report.files_added == 0 and list(service.bins) == ["f1", "f2"]
+    assert service.catch_up_round() is None
+    assert saved_progress(store) == (2, False)
+
+    table.append("u", 3, [small("f3")])  # a batch lands while no service runs
+    successor = Coordinator(MergeAtTen(), table, "u", store)
+    successor.restore()  # catches up: the round after 3 has not run yet
+    report = successor.catch_up_round()
+    assert report.checkpoint == 3 and report.files_removed == 3 and table.live_names == {"merged-1-a"}
+    assert successor.catch_up_round() is None
+    assert saved_progress(store) == (3, False)
+    again = Coordinator(MergeAtTen(), table, "u", store)
+    again.restore()
+    assert again.catch_up_round() is None
 
 
 def test_a_pending_compaction_that_landed_before_a_crash_is_adopted_not_repeated(tmp_path):

@@ -597,13 +597,21 @@ def compacts_in_background(table) -> bool:
     return spec.merge_engine != "first-row" and spec.changelog_producer not in ("lookup", "full-compaction")
 
 
-def wait_for_rounds(checkpoint: str, timeout: float | None = None) -> bool:
-    """Wait for the background compaction rounds of this process's streams into `checkpoint`."""
+def _local_coordinators(checkpoint: str) -> list[Coordinator]:
     prefix = storage.normalize(checkpoint).rstrip("/") + "/"
     with _coordinators_lock:
-        waiting = [c for (directory, _, _), c in _coordinators.items()
-                   if storage.normalize(directory).startswith(prefix)]
-    return all(c.wait(timeout) for c in waiting)
+        return [c for (directory, _, _), c in _coordinators.items()
+                if storage.normalize(directory).startswith(prefix)]
+
+
+def wait_for_rounds(checkpoint: str, timeout: float | None = None) -> bool:
+    """Wait for the background compaction rounds of this process's streams into `checkpoint`."""
+    return all(c.wait(timeout) for c in _local_coordinators(checkpoint))
+
+
+def rounds_run_here(checkpoint: str) -> bool:
+    """Whether this process runs `checkpoint`'s compaction rounds (a stream's driver)."""
+    return bool(_local_coordinators(checkpoint))
 
 
 def compacts_appends(table) -> bool:

@@ -64,6 +64,9 @@ class StreamSink:
         # The engine's committing process outlives its batches (a driver thread, not a process per
         # commit): compaction rounds may trail the commits (compaction.coordinated).
         self.background_compaction = False
+        # Another process runs the compaction rounds after this sink's commits (an engine that
+        # commits in a process per batch hands them to a service: `compaction_rounds`).
+        self.rounds_elsewhere = False
         if wants_keyed(path, options):
             self.target, self.layout, self.keyed, _ = prepare_keyed_target(path, schema, options,
                                                                             plan_sequences=False)
@@ -128,13 +131,29 @@ class StreamSink:
         Processes that only accept or abort a batch use `_plain_committer`.
         """
         committer = self._plain_committer()
-        if self.options.aggregator or self.compacts:
+        if (self.options.aggregator or self.compacts) and not self.rounds_elsewhere:
             # Small files binned and compacted after each commit (append tables); buckets of
             # primary-key tables compacted when their sorted runs pass the trigger.
             from .compaction import coordinated
             committer = coordinated(committer, self.store, self.rewriter, in_place=self.in_place,
                                     background=self.background_compaction)
         return committer
+
+    def compaction_rounds(self):
+        """This checkpoint's compaction coordinator, restored, for a process that runs the rounds
+        after batches other processes commit (`Coordinator.catch_up_round`)."""
+        from .compaction import new_coordinator
+        coordinator = new_coordinator(self.target, self.bind(), self.store, self.rewriter, in_place=self.in_place)
+        coordinator.restore()
+        return coordinator
+
+    def rounds_behind(self) -> bool:
+        """Whether a batch landed after the newest saved compaction round, or that round's
+        compaction is still unresolved: what waiting for a compaction service waits on."""
+        from ..protocol.coordinator import saved_progress
+        applied, pending = saved_progress(self.store)
+        last = self.target.last_committed(self.bind())
+        return pending or (last is not None and (applied is None or applied < last))
 
     def _plain_committer(self) -> Committer:
         return Committer(self.target, self.bind(), PendingStore(self.store))

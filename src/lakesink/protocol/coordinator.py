@@ -59,6 +59,20 @@ STATE_PREFIX = "aggregator-"
 COMPACT_USER_SUFFIX = ".compact"
 
 
+def saved_progress(store: StateStore) -> tuple[int | None, bool]:
+    """(the newest checkpoint the newest saved state took in, whether it holds a compaction of
+    unknown outcome); (None, False) when nothing was saved. For watching another process's rounds."""
+    _name, data = _newest_state(store)
+    if not isinstance(data, dict):
+        return None, False
+    return data.get("checkpoint"), data.get("pending") is not None
+
+
+def _newest_state(store: StateStore) -> tuple[str | None, object]:
+    names = [n for n in store.names(STATE_PREFIX) if n.endswith(".json")]
+    return (names[-1], store.read_json(names[-1])) if names else (None, None)
+
+
 # -- events ---------------------------------------------------------------------
 
 @dataclass
@@ -163,6 +177,7 @@ class Coordinator(Generic[C]):
         self._pending_restored = False        # `pending` came from the saved state
         self._committing: int | None = None
         self._finished: int | None = None     # newest checkpoint whose commit finished
+        self._round_after: int | None = None  # the checkpoint the last round ran after (saved_at)
         self._events_lock = threading.Lock()
         self._round_lock = threading.RLock()
         self.background = background
@@ -223,6 +238,7 @@ class Coordinator(Generic[C]):
             try:
                 if landed:
                     self._finished = max(checkpoint, self._finished or checkpoint)
+                    self._round_after = checkpoint
                 else:
                     self._drop_events_of(checkpoint)
                 self._deliver_held()
@@ -272,6 +288,16 @@ class Coordinator(Generic[C]):
                 self._add(identifier, files)
                 self._finished = max(identifier, self._finished or identifier)
             self._deliver_held()
+
+    def catch_up_round(self) -> RoundReport | None:
+        """The round of a process that commits nothing itself (a compaction service): take in
+        the checkpoints that landed since the last round, then aggregate after the newest.
+        None when nothing landed since."""
+        with self._round_lock:
+            self.catch_up()
+            if self.applied is None or (self._round_after is not None and self.applied <= self._round_after):
+                return None
+            return self._finish(self.applied, True) or RoundReport(self.applied)
 
     # -- internals ------------------------------------------------------------------
     def _deliver_held(self) -> None:
@@ -423,11 +449,10 @@ class Coordinator(Generic[C]):
     def _load(self) -> None:
         if self.store is None:
             return
-        names = [n for n in self.store.names(STATE_PREFIX) if n.endswith(".json")]
-        if not names:
+        name, data = _newest_state(self.store)
+        if name is None:
             return
-        where = f"{self.store.directory}/{names[-1]}"
-        data = self.store.read_json(names[-1])
+        where = f"{self.store.directory}/{name}"
         if not isinstance(data, dict) or data.get("format") != STATE_FORMAT or data.get("version") != STATE_VERSION:
             raise CorruptStateError(f"{where}: not a lakesink aggregator state of version {STATE_VERSION}. "
                                     "Delete it to start aggregating afresh (no row depends on it).")
@@ -436,6 +461,7 @@ class Coordinator(Generic[C]):
                                     f"not {self.commit_user!r}.")
         self.applied = data.get("checkpoint")
         self._finished = self.applied
+        self._round_after = data.get("saved_at")
         self.bins = {}
         for encoded in data.get("bins") or []:
             c = self.target.decode(encoded)

@@ -142,11 +142,23 @@ def checkpoint_key(checkpoint: str) -> str:
     return hashlib.sha256(storage.normalize(checkpoint).encode()).hexdigest()[:20]
 
 
-class CheckpointLock:
-    """The host-wide lock that makes one process at a time commit a checkpoint's pending batches."""
+# What a checkpoint's background process does: commit its pending batches, or run the
+# compaction rounds after batches that other processes committed. Each role has its own lock
+# and socket, so a synchronous restore (which takes the commit lock) never stops compaction.
+COMMIT, COMPACTION = "commit", "compaction"
 
-    def __init__(self, checkpoint: str):
-        self.path = runtime_dir() / f"{checkpoint_key(checkpoint)}.lock"
+
+def runtime_name(checkpoint: str, role: str, suffix: str) -> str:
+    return f"{checkpoint_key(checkpoint)}{'' if role == COMMIT else '.' + role}{suffix}"
+
+
+class CheckpointLock:
+    """The host-wide lock that makes one process at a time play `role` for a checkpoint
+    (commit its pending batches, or compact after its batches)."""
+
+    def __init__(self, checkpoint: str, role: str = COMMIT):
+        self.checkpoint, self.role = checkpoint, role
+        self.path = runtime_dir() / runtime_name(checkpoint, role, ".lock")
         self._fd: int | None = None
 
     def acquire(self, timeout: float | None = 0.0) -> bool:
@@ -169,9 +181,9 @@ class CheckpointLock:
         return self._fd
 
     @classmethod
-    def adopt(cls, checkpoint: str, fd: int) -> CheckpointLock:
+    def adopt(cls, checkpoint: str, fd: int, role: str = COMMIT) -> CheckpointLock:
         """The lock held through a descriptor inherited from `ensure_running`."""
-        lock = cls(checkpoint)
+        lock = cls(checkpoint, role)
         lock._fd = fd
         return lock
 
@@ -217,18 +229,19 @@ def raise_recorded_error(store: StateStore) -> None:
         f"{document['message']}")
 
 
-def socket_path(checkpoint: str) -> str:
-    return str(runtime_dir() / f"{checkpoint_key(checkpoint)}.sock")
+def socket_path(checkpoint: str, role: str = COMMIT) -> str:
+    return str(runtime_dir() / runtime_name(checkpoint, role, ".sock"))
 
 
 WAKE, STOP = b"w", b"q"
 
 
-def wake(checkpoint: str, message: bytes = WAKE) -> bool:
-    """Tell a running service that a batch is pending; False if none listens."""
+def wake(checkpoint: str, message: bytes = WAKE, role: str = COMMIT) -> bool:
+    """Tell a running service that there is work (a batch pending, or committed); False if
+    none listens."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
         try:
-            sock.sendto(message, socket_path(checkpoint))
+            sock.sendto(message, socket_path(checkpoint, role))
             return True
         except OSError:
             return False

@@ -26,6 +26,16 @@ on its stdin, never on disk: writer options may hold credentials. The service
 runs in a session of its own, so it finishes accepted batches even when the
 driver's process group dies (under the crash harness it joins the group it is
 told to, to die with the driver like the rest of it).
+
+The same service also runs a synchronous stream's compaction rounds (role
+`compaction`, primary-key tables whose readers do not wait for the rounds:
+`paimon.compaction.compacts_in_background`): each batch's commit process
+commits the batch and wakes it; the service takes in the batches that landed
+since its last round (`Coordinator.catch_up_round`) and compacts after the
+newest, while Spark runs the next batch, as Paimon's writers compact in the
+background. It has a lock of its own, so the per-batch restore, which takes
+the commit lock, never stops it. A failed round is logged, never raised: the
+batches already landed, and the next round looks again.
 """
 
 from __future__ import annotations
@@ -45,8 +55,8 @@ from .. import storage
 from ..errors import BackgroundCommitError
 from ..protocol import PendingStore, StateStore
 from .checkpoint import query_id
-from ..protocol.pipelined import (IDLE_SECONDS, STOP, CheckpointLock, checkpoint_key, raise_recorded_error,
-                                  record_error, runtime_dir, socket_path, wake)
+from ..protocol.pipelined import (COMMIT, COMPACTION, IDLE_SECONDS, STOP, CheckpointLock, raise_recorded_error,
+                                  record_error, runtime_dir, runtime_name, socket_path, wake)
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +70,13 @@ def ensure_running(spec: dict) -> None:
     descriptor, so from this call on a committer holds it: no one can think the
     checkpoint has no committer while the service is still starting.
     """
-    checkpoint = spec["checkpoint"]
-    lock = CheckpointLock(checkpoint)
+    checkpoint, role = spec["checkpoint"], spec.get("role", COMMIT)
+    lock = CheckpointLock(checkpoint, role)
     if not lock.acquire(0.0):
-        wake(checkpoint)
+        wake(checkpoint, role=role)
         return
     crash_group = os.environ.get("LAKESINK_CRASH_PGID")
-    log_path = runtime_dir() / f"{checkpoint_key(checkpoint)}.log"
+    log_path = runtime_dir() / runtime_name(checkpoint, role, ".log")
     try:
         with open(log_path, "ab") as out:
             # Not waited for: the service outlives this (per-batch) process on purpose.
@@ -81,9 +91,9 @@ def ensure_running(spec: dict) -> None:
     child.stdin.close()
 
 
-def spec_for(path: str, checkpoint: str, schema, options: dict) -> dict:
+def spec_for(path: str, checkpoint: str, schema, options: dict, role: str = COMMIT) -> dict:
     return {"path": storage.normalize(path), "checkpoint": storage.normalize(checkpoint), "options": options,
-            "schema": base64.b64encode(schema.serialize().to_pybytes()).decode()}
+            "schema": base64.b64encode(schema.serialize().to_pybytes()).decode(), "role": role}
 
 
 def await_commits(checkpoint: str, timeout: float = 120.0, options: dict | None = None) -> None:
@@ -102,6 +112,7 @@ def await_commits(checkpoint: str, timeout: float = 120.0, options: dict | None 
         raise_recorded_error(store)
         waiting = pending.identifiers()
         if not waiting:
+            _await_rounds(checkpoint, store, options or {}, deadline)
             return
         if not lock.is_held_elsewhere():
             time.sleep(0.2)  # the service may be starting, or just finished its last batch
@@ -115,7 +126,36 @@ def await_commits(checkpoint: str, timeout: float = 120.0, options: dict | None 
         time.sleep(0.05)
 
 
+def _await_rounds(checkpoint: str, store: StateStore, options: dict, deadline: float) -> None:
+    """Wait while compaction rounds are behind the committed batches: for the checkpoint's
+    compaction service, or, when none runs (it died with the driver after Spark recorded the
+    batch, and the restarted query had no batch to start one), run the round here."""
+    from ..paimon.compaction import rounds_run_here
+    if store.read_json("sink.json") is None or rounds_run_here(checkpoint):
+        return  # never bound: nothing to compact after; or this process's stream runs the rounds
+    sink = _sink_here(checkpoint, store, options)
+    if not sink.compacts:
+        return
+    lock = CheckpointLock(checkpoint, COMPACTION)
+    while sink.rounds_behind():
+        if lock.acquire(0.0):
+            try:
+                sink.compaction_rounds().catch_up_round()  # restoring resolves a round left pending
+            finally:
+                lock.release()
+            return
+        if time.monotonic() > deadline:
+            raise BackgroundCommitError(f"The compaction rounds of {checkpoint} have not caught up with its "
+                                        "committed batches in time (the batches themselves are committed).")
+        time.sleep(0.05)
+
+
 def _commit_pending_here(checkpoint: str, store: StateStore, options: dict) -> None:
+    _sink_here(checkpoint, store, options).restore()
+
+
+def _sink_here(checkpoint: str, store: StateStore, options: dict):
+    """The checkpoint's sink, built from its binding and the table's own schema."""
     from ..options import WriteOptions
     from ..paimon.stream import StreamSink
     from ..paimon.tables import arrow_schema, open_table
@@ -129,60 +169,100 @@ def _commit_pending_here(checkpoint: str, store: StateStore, options: dict) -> N
     if table is None:
         raise BackgroundCommitError(f"{checkpoint} has pending batches for {binding['table']}, "
                                     "which no longer exists.")
-    StreamSink(binding["table"], checkpoint, arrow_schema(table), write_options, "lakesink.await_commits",
-               query_id(checkpoint, write_options.fs_options)).restore()
+    return StreamSink(binding["table"], checkpoint, arrow_schema(table), write_options, "lakesink.await_commits",
+                      query_id(checkpoint, write_options.fs_options))
+
+
+class _Committing:
+    """The commit role: pending batches, in order."""
+
+    def __init__(self, sink):
+        self.sink = sink
+
+    def step(self) -> bool:
+        reports = self.sink.restore_holding_lock()
+        for r in reports:
+            log.debug("batch %s: snapshot %s (%.1f ms)", r.identifier, r.snapshot_id, r.duration_ms)
+        return bool(reports)
+
+    def has_work(self) -> bool:
+        return bool(self.sink.committer().pending.identifiers())
+
+    def failed(self, exc: BaseException) -> None:
+        pending = self.sink.committer().pending.identifiers()
+        record_error(self.sink.store, pending[0] if pending else None, exc)  # the next batch raises it
+
+
+class _Compacting:
+    """The compaction role: a round after the batches that landed since the last one."""
+
+    def __init__(self, sink):
+        self.sink = sink
+        self.coordinator = sink.compaction_rounds()
+
+    def step(self) -> bool:
+        report = self.coordinator.catch_up_round()
+        if report is not None and (report.error or report.conflict):
+            log.warning("compaction round after batch %s: %s", report.checkpoint, report.error or report.conflict)
+        return report is not None
+
+    def has_work(self) -> bool:
+        last = self.sink.target.last_committed(self.sink.bind())
+        return last is not None and (self.coordinator.applied is None or last > self.coordinator.applied)
+
+    def failed(self, exc: BaseException) -> None:
+        pass  # the batches landed; the next batch starts a service that looks again
 
 
 def serve(spec: dict, lock_fd: int) -> int:
-    """The service's life: commit pending batches in order until idle; 0 when done, 1 on failure."""
+    """The service's life: its role's work until idle; 0 when done, 1 on failure."""
     import pyarrow as pa
 
     from ..options import WriteOptions
     from ..paimon.stream import StreamSink
 
-    checkpoint = spec["checkpoint"]
-    lock = CheckpointLock.adopt(checkpoint, lock_fd)
+    checkpoint, role = spec["checkpoint"], spec.get("role", COMMIT)
+    lock = CheckpointLock.adopt(checkpoint, lock_fd, role)
     try:
         schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(spec["schema"])))
         options = WriteOptions.parse(spec["options"])
         sink = StreamSink(spec["path"], checkpoint, schema, options, "format('paimon')",
                           query_id(checkpoint, options.fs_options))
+        work = _Committing(sink) if role == COMMIT else _Compacting(sink)
     except BaseException as exc:  # e.g. corrupt sink state: the next batch must hear of it
-        record_error(StateStore(f"{checkpoint}/lakesink"), None, exc)
-        log.exception("committer for %s could not start", checkpoint)
+        if role == COMMIT:
+            record_error(StateStore(f"{checkpoint}/lakesink"), None, exc)
+        log.exception("%s service for %s could not start", role, checkpoint)
         lock.release()
         return 1
-    sock_path = socket_path(checkpoint)
+    sock_path = socket_path(checkpoint, role)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(sock_path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind(sock_path)
     sock.settimeout(POLL_SECONDS)
-    log.info("committer for %s started (pid %d)", checkpoint, os.getpid())
+    log.info("%s service for %s started (pid %d)", role, checkpoint, os.getpid())
     idle_since = time.monotonic()
     stop_asked = False
     try:
         while True:
             try:
-                reports = sink.restore_holding_lock()
+                worked = work.step()
             except BaseException as exc:
-                pending = sink.committer().pending.identifiers()
-                record_error(sink.store, pending[0] if pending else None, exc)
-                log.exception("background commit of %s failed", checkpoint)
+                work.failed(exc)
+                log.exception("background %s of %s failed", role, checkpoint)
                 return 1
-            if reports:
+            if worked:
                 idle_since = time.monotonic()
-                for r in reports:
-                    log.debug("batch %s: snapshot %s (%.1f ms)", r.identifier, r.snapshot_id, r.duration_ms)
                 continue  # more may have arrived meanwhile
             if stop_asked or time.monotonic() - idle_since > IDLE_SECONDS:
                 lock.release()
-                # A batch accepted between our last look and the release would be stranded:
-                # look again, and stay if one is there and no new service took over.
-                if sink.committer().pending.identifiers() and lock.acquire(0.0):
+                # Work that arrived between our last look and the release would be stranded:
+                # look again, and stay if there is some and no new service took over.
+                if work.has_work() and lock.acquire(0.0):
                     idle_since = time.monotonic()
                     continue
-                log.info("committer for %s stopped: nothing pending", checkpoint)
+                log.info("%s service for %s stopped: nothing to do", role, checkpoint)
                 return 0
             try:
                 stop_asked = stop_asked or sock.recv(64) == STOP

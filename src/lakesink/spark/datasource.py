@@ -217,6 +217,9 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
     Sync: `commit()` commits the batch. Pipelined: `commit()` accepts the batch
     durably and hands it to the checkpoint's background committer process
     (`spark.committer_service`), which commits it while the next batch runs.
+    Sync into a primary-key table: the compaction round after the batch runs in
+    the same kind of process (role `compaction`), while the next batch runs, where
+    Paimon lets rounds trail commits (`compacts_in_background`).
     """
 
     def __init__(self, path: str, options: dict, schema, overwrite: bool, catalog_entry=None):
@@ -240,12 +243,19 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
                                             paths=_in_place_paths(self.sink.target, self.sink.in_place))
         self.spec = TaskSpec("", self.sink.layout, self.sink.compression, _target_file_size(opts),
                              opts.fs_options or None, paths=_in_place_paths(self.sink.target, self.sink.in_place))
+        self.rounds_spec = None  # sync, keyed: the compaction service's spec
         if self.pipelined:
             from .committer_service import spec_for
             self.service_spec = spec_for(path, self.sink.checkpoint, arrow_schema, options)
             if self.sink.commit_user is not None:
                 self._hand_over()  # a restarted query: pending batches are committed now, in order
         else:
+            from ..paimon.compaction import compacts_in_background
+            if self.sink.compacts and compacts_in_background(self.sink.target.table()):
+                from ..protocol.pipelined import COMPACTION
+                from .committer_service import spec_for
+                self.sink.rounds_elsewhere = True
+                self.rounds_spec = spec_for(path, self.sink.checkpoint, arrow_schema, options, COMPACTION)
             self.sink.restore()
 
     def _hand_over(self) -> None:
@@ -323,6 +333,9 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
             self._hand_over()
         else:
             self.sink.commit_batch(batchId, _files(messages))
+            if self.rounds_spec is not None:
+                from .committer_service import ensure_running
+                ensure_running(self.rounds_spec)
 
     def abort(self, messages, batchId: int) -> None:
         self.sink.abort_batch(batchId, _files(messages or []))
