@@ -62,6 +62,13 @@ class TableLayout:
     def arrow_schema(self) -> pa.Schema:
         return PyarrowFieldParser.from_paimon_schema(list(self.fields))
 
+    @property
+    def partition_fields(self) -> list:
+        """The partition columns' fields in partition-key order (not table order), as commit
+        messages serialize a partition."""
+        by_name = {f.name: f for f in self.fields}
+        return [by_name[k] for k in self.partition_keys]
+
 
 @dataclass
 class StagedFile:
@@ -110,9 +117,7 @@ def encode_message(staged: StagedFile, partition_fields) -> str:
 
 def with_encoding(staged: StagedFile, layout: TableLayout) -> StagedFile:
     """`staged` carrying its encoding (tasks: made in parallel, not on the committing driver)."""
-    fields = [f for f in layout.fields if f.name in layout.partition_keys]
-    partition_fields = sorted(fields, key=lambda f: list(layout.partition_keys).index(f.name))
-    staged.encoded = (encoding_key(staged), encode_message(staged, partition_fields))
+    staged.encoded = (encoding_key(staged), encode_message(staged, layout.partition_fields))
     return staged
 
 
