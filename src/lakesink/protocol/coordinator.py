@@ -379,18 +379,24 @@ class Coordinator(Generic[C]):
                         "properties": self.aggregator.commit_properties()}
         self._save(checkpoint)  # the rewrite outputs are known before anything is published
         crashpoints.reached("after-aggregate")
+        self._planned = (self.pending, list(plan.replaced), list(plan.new))
         self._deliver(RewriteFinished(identifier, plan.replaced, plan.new))
         return self._last_round
 
     _last_round: RoundReport | None = None
+    _planned: tuple | None = None  # (pending, replaced, new) of the compaction this process planned
 
     def _resolve_pending(self, checkpoint: int | None) -> None:
         pending, self._last_round = self.pending, None
         if pending is None:
             return
         identifier = int(pending["identifier"])
-        replaced = [self.target.decode(d) for d in pending["replaced"]]
-        new = [self.target.decode(d) for d in pending["new"]]
+        planned, self._planned = self._planned, None
+        if planned is not None and planned[0] is pending:  # planned here: no need to decode it again
+            replaced, new = planned[1], planned[2]
+        else:
+            replaced = [self.target.decode(d) for d in pending["replaced"]]
+            new = [self.target.decode(d) for d in pending["new"]]
         report = RoundReport(checkpoint, files_removed=len(replaced), files_added=len(new))
         last = self.target.last_committed(self.compact_user)
         if last is None or last < identifier:
