@@ -133,9 +133,9 @@ def _await_rounds(checkpoint: str, store: StateStore, options: dict, deadline: f
     from ..paimon.compaction import rounds_run_here
     if store.read_json("sink.json") is None or rounds_run_here(checkpoint):
         return  # never bound: nothing to compact after; or this process's stream runs the rounds
-    sink = _sink_here(checkpoint, store, options)
-    if not sink.compacts:
-        return
+    sink = _sink_here(checkpoint, store, options, missing_ok=True)
+    if sink is None or not sink.compacts:
+        return  # the table is gone, or never compacted after its writes
     lock = CheckpointLock(checkpoint, COMPACTION)
     while sink.rounds_behind():
         if lock.acquire(0.0):
@@ -154,8 +154,9 @@ def _commit_pending_here(checkpoint: str, store: StateStore, options: dict) -> N
     _sink_here(checkpoint, store, options).restore()
 
 
-def _sink_here(checkpoint: str, store: StateStore, options: dict):
-    """The checkpoint's sink, built from its binding and the table's own schema."""
+def _sink_here(checkpoint: str, store: StateStore, options: dict, missing_ok: bool = False):
+    """The checkpoint's sink, built from its binding and the table's own schema (None when
+    the table no longer exists and `missing_ok`)."""
     from ..options import WriteOptions
     from ..paimon.stream import StreamSink
     from ..paimon.tables import arrow_schema, open_table
@@ -167,6 +168,8 @@ def _sink_here(checkpoint: str, store: StateStore, options: dict):
     write_options = WriteOptions.parse({**options, "checkpointLocation": checkpoint})
     table = open_table(binding["table"], write_options.fs_options or None)
     if table is None:
+        if missing_ok:
+            return None
         raise BackgroundCommitError(f"{checkpoint} has pending batches for {binding['table']}, "
                                     "which no longer exists.")
     return StreamSink(binding["table"], checkpoint, arrow_schema(table), write_options, "lakesink.await_commits",
