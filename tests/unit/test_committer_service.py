@@ -1,5 +1,6 @@
-"""The pipelined format("paimon") committer's process plumbing, without Spark:
-its host-wide lock, its error document, and waiting for commits."""
+"""The format("paimon") committer service's process plumbing, without Spark: its host-wide
+lock, its error document, waiting for commits, and its compaction role (rounds after batches
+other processes committed, or in the commit when no service can start)."""
 
 from __future__ import annotations
 
@@ -109,3 +110,81 @@ def test_a_service_that_cannot_start_records_why_for_the_next_batch(tmp_path, ch
     assert not pipelined.CheckpointLock(checkpoint).is_held_elsewhere()
     with pytest.raises(BackgroundCommitError, match="CorruptStateError: .*sink.json has an unknown format"):
         pipelined.raise_recorded_error(store)
+
+
+# -- the compaction role: rounds after batches other processes committed ----------------------
+
+def _keyed_sink(tmp_path, checkpoint):
+    import pyarrow as pa
+
+    from lakesink.options import WriteOptions
+    from lakesink.paimon.stream import StreamSink
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("hits", pa.int64())])
+    options = {"primary-key": "id", "bucket": "1", "num-sorted-run.compaction-trigger": "2",
+               "maintenance.enabled": "false", "commit.user": "keyed-service-test"}
+    path = str(tmp_path / "wh" / "db.db" / "t")
+    sink = StreamSink(path, checkpoint, schema, WriteOptions.parse(options), "test")
+    sink.rounds_elsewhere = True  # as format("paimon")'s sync writer sets it
+    return sink, schema, options
+
+
+def _commit_batches(sink, schema, batches):
+    """Batch b sets hits = b for keys b..b+9, committed as the format("paimon") task and commit do."""
+    import pyarrow as pa
+
+    from lakesink.paimon.keyed_target import plan_batch
+    from lakesink.spark.keyed_tasks import KeyedPlan, KeyedTaskSpec, KeyedTaskWriter
+    for b in batches:
+        plan = KeyedPlan(plan_batch(sink.target, b, ()), None)
+        writer = KeyedTaskWriter(KeyedTaskSpec(sink.staging_dir(b), sink.layout, sink.keyed, plan), 0, f"b{b}")
+        writer.write(pa.table({"id": list(range(b, b + 10)), "hits": [b] * 10}, schema=schema))
+        sink.commit_batch(b, writer.finish())
+
+
+def _expected(batches) -> dict:
+    state = {}
+    for b in batches:
+        state.update({k: b for k in range(b, b + 10)})
+    return state
+
+
+def test_the_compaction_service_compacts_after_batches_others_committed_and_await_commits_waits(tmp_path,
+                                                                                               checkpoint):
+    from lakesink.protocol.coordinator import saved_progress
+    from tests.helpers import leftover_files, read_table, snapshots
+
+    sink, schema, options = _keyed_sink(tmp_path, checkpoint)
+    _commit_batches(sink, schema, range(4))
+    assert [s.commit_kind for s in snapshots(sink.path)] == ["APPEND"] * 4  # no round in the commits
+
+    service.ensure_running(service.spec_for(sink.path, checkpoint, schema, options, pipelined.COMPACTION))
+    service.await_commits(checkpoint, timeout=60)
+
+    assert {s.commit_user for s in snapshots(sink.path) if s.commit_kind == "COMPACT"} == {"keyed-service-test.compact"}
+    log = pipelined.runtime_dir() / pipelined.runtime_name(checkpoint, pipelined.COMPACTION, ".log")
+    assert "compaction service for" in log.read_text() and "Traceback" not in log.read_text()
+    assert saved_progress(sink.store) == (3, False)
+    rows = read_table(sink.path).to_pylist()
+    assert {r["id"]: r["hits"] for r in rows} == _expected(range(4)) and len(rows) == len(_expected(range(4)))
+    assert leftover_files(sink.path) == set()
+
+
+def test_a_sync_commit_that_cannot_start_the_service_compacts_in_the_commit(tmp_path, checkpoint, monkeypatch):
+    from lakesink.protocol.coordinator import saved_progress
+    from lakesink.spark.datasource import PaimonStreamWriter
+    from tests.helpers import read_table, snapshots
+
+    sink, schema, options = _keyed_sink(tmp_path, checkpoint)
+    _commit_batches(sink, schema, range(3))
+
+    def no_runtime_dir(spec):
+        raise PermissionError("runtime directory not writable")
+    monkeypatch.setattr(service, "ensure_running", no_runtime_dir)
+    writer = PaimonStreamWriter.__new__(PaimonStreamWriter)  # the commit's writer, without Spark
+    writer.sink = sink
+    writer.rounds_spec = service.spec_for(sink.path, checkpoint, schema, options, pipelined.COMPACTION)
+    writer._wake_rounds()
+
+    assert any(s.commit_kind == "COMPACT" for s in snapshots(sink.path))
+    assert saved_progress(sink.store) == (2, False)
+    assert {r["id"]: r["hits"] for r in read_table(sink.path).to_pylist()} == _expected(range(3))

@@ -12,6 +12,7 @@ merges its own rows (`spark.keyed_tasks`), on sequence numbers the driver planne
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceStreamArrowWriter,
@@ -24,6 +25,8 @@ from ..protocol import crashpoints
 from .arrow import spark_to_arrow
 from .checkpoint import query_id
 from .tasks import StagingWriter, TaskSpec, mark_job_staging, task_prefix
+
+log = logging.getLogger(__name__)
 
 PATH_NAME = "format('paimon')"
 
@@ -334,8 +337,18 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
         else:
             self.sink.commit_batch(batchId, _files(messages))
             if self.rounds_spec is not None:
-                from .committer_service import ensure_running
-                ensure_running(self.rounds_spec)
+                self._wake_rounds()
+
+    def _wake_rounds(self) -> None:
+        """Hand the round after the batch to the compaction service; run it here if no service
+        can start (e.g. no writable runtime directory): the batch landed, the round must not
+        fail it, and skipping rounds would let sorted runs pile up."""
+        from .committer_service import ensure_running
+        try:
+            ensure_running(self.rounds_spec)
+        except OSError as exc:
+            log.warning("%s: no compaction service (%s); compacting in the commit", self.sink.checkpoint, exc)
+            self.sink.compaction_rounds().catch_up_round()
 
     def abort(self, messages, batchId: int) -> None:
         self.sink.abort_batch(batchId, _files(messages or []))
