@@ -1,8 +1,9 @@
 """A committer that outlives Spark's per-batch commit process (pipelined `format("paimon")`).
 
-Spark runs a Python stream writer's `commit()` in a fresh Python process for
-every micro-batch, so nothing started there survives to commit in the
-background. In pipelined mode `commit()` only accepts the batch durably
+Spark runs a Python stream writer's `commit()` in a Python worker process it
+builds the writer afresh in for every micro-batch; the worker may be reused
+(here one worker served every commit of a session) or ended after any batch,
+so nothing started there is sure to survive to commit in the background. In pipelined mode `commit()` only accepts the batch durably
 (`StreamSink.accept_batch`, the batch's pending document) and wakes this
 service: one process per checkpoint on the driver's host, which commits the
 pending batches in batch order, removes their staging, and exits after

@@ -214,8 +214,8 @@ def _plan_keyed_job(path: str, schema, opts: WriteOptions, mode: str):
 
 class PaimonStreamWriter(DataSourceStreamArrowWriter):
     """Spark builds this writer in the driver to plan each micro-batch's tasks (pickled into
-    them), and again, from the pickled data source, in a fresh Python process for each
-    batch's commit/abort.
+    them), and again, from the pickled data source, for each batch's commit/abort, in a
+    Python worker process Spark may reuse or end after the batch.
 
     Sync: `commit()` commits the batch. Pipelined: `commit()` accepts the batch
     durably and hands it to the checkpoint's background committer process
