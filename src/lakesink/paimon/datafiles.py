@@ -10,8 +10,10 @@ unsafe for pruning are left out of the file's stats (Paimon's dense
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
+import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -23,11 +25,13 @@ from pypaimon.data.timestamp import Timestamp
 from pypaimon.manifest.schema.data_file_meta import DataFileMeta
 from pypaimon.manifest.schema.simple_stats import SimpleStats
 from pypaimon.schema.data_types import DataField, PyarrowFieldParser
+from pypaimon.table.row.binary_row import BinaryRow
 from pypaimon.table.row.generic_row import GenericRow
 from pypaimon.utils.file_store_path_factory import canonical_data_file_path
 
 from .. import storage
 from ..errors import SchemaMismatchError
+from .rowbytes import row_bytes
 
 _EPOCH_DAY = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -116,9 +120,44 @@ def encode_message(staged: StagedFile, partition_fields) -> str:
 
 
 def with_encoding(staged: StagedFile, layout: TableLayout) -> StagedFile:
-    """`staged` carrying its encoding (tasks: made in parallel, not on the committing driver)."""
+    """`staged` carrying its encoding (tasks: made in parallel, not on the committing driver),
+    its key and stats rows in binary form, which the commit's manifest then takes as they are."""
+    meta = staged.meta
+    staged.meta = dataclasses.replace(
+        meta, min_key=EncodedRow.of(meta.min_key), max_key=EncodedRow.of(meta.max_key),
+        key_stats=_encoded_stats(meta.key_stats), value_stats=_encoded_stats(meta.value_stats))
     staged.encoded = (encoding_key(staged), encode_message(staged, layout.partition_fields))
     return staged
+
+
+class EncodedRow(BinaryRow, GenericRow):
+    """A row with its binary form made once (`rowbytes`): pypaimon's serializers take a
+    BinaryRow's bytes as they are, where they would serialize a GenericRow again for the task's
+    commit message and again for the commit's manifest (six rows per file of a keyed write).
+    It reads and compares as the GenericRow it was made from."""
+
+    def __init__(self, values: list, fields: list, data: bytes):
+        BinaryRow.__init__(self, data, fields)
+        self.values = values
+
+    @classmethod
+    def of(cls, row):
+        if row is None or isinstance(row, BinaryRow):
+            return row
+        return cls(row.values, row.fields, row_bytes(row.values, row.fields, row.row_kind.value))
+
+    def get_field(self, pos: int):
+        return GenericRow.get_field(self, pos)
+
+    def __reduce__(self):  # pickled into and out of tasks: the bytes once, not twice
+        return EncodedRow, (self.values, self.fields, self.data)
+
+
+def _encoded_stats(stats):
+    if stats is None:
+        return None
+    return dataclasses.replace(stats, min_values=EncodedRow.of(stats.min_values),
+                               max_values=EncodedRow.of(stats.max_values))
 
 
 def new_data_file_name() -> str:
@@ -293,10 +332,26 @@ def table_path_of(table, staged: StagedFile) -> str:
     return canonical_data_file_path(table, staged.partition, staged.bucket, staged.meta.file_name)
 
 
+def _move_local(source: str, final: str) -> None:
+    """Rename `source` to `final` (its directory made if missing); a source already gone whose
+    final file exists was moved by an earlier attempt (a restore after a crash)."""
+    try:
+        os.rename(source, final)
+    except FileNotFoundError:
+        if os.path.exists(source):  # the final directory is missing
+            os.makedirs(os.path.dirname(final), exist_ok=True)
+            os.rename(source, final)
+        elif not os.path.exists(final):
+            raise
+
+
 def place(table, files: list[StagedFile], threads: int = 8) -> None:
     """Move staged files to their table paths (idempotent: a file already moved is fine)."""
     file_io = table.file_io
     remote = not storage.is_local(table.table_path) and getattr(file_io, "filesystem", None) is not None
+    # A local table: one rename per file, not the file IO's five existence checks around it (a
+    # keyed micro-batch moves a file per bucket and task: ~0.6 ms each through the file IO).
+    local = storage.is_local(table.table_path)
 
     def move(staged: StagedFile) -> None:
         if staged.staged_path is None:
@@ -312,6 +367,9 @@ def place(table, files: list[StagedFile], threads: int = 8) -> None:
                 if file_io.exists(staged.staged_path) or not file_io.exists(final):
                     raise
                 # moved by an earlier attempt of this commit (a restore after a crash)
+            return
+        if local and storage.is_local(staged.staged_path):
+            _move_local(storage.local_path(staged.staged_path), storage.local_path(final))
             return
         if file_io.exists(staged.staged_path):
             parent = final.rsplit("/", 1)[0]

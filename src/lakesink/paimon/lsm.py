@@ -39,7 +39,7 @@ from ..errors import UnsupportedTableError
 from ..protocol import crashpoints
 from . import parquet_layout
 from .compact_outputs import InPlace, placed
-from .datafiles import StagedFile, TableLayout, describe_parquet
+from .datafiles import StagedFile, TableLayout, describe_parquet, with_encoding
 from .keyed import KEY_PREFIX, RETRACT_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec, with_key_value_meta
 
 COMPACT_FILE_SOURCE = 1  # Paimon's FileSource.COMPACT
@@ -557,8 +557,10 @@ def _describe(task: KeyedCompactTask, written: _Written, chunk: pa.Table, file_i
             float_keys[k] = (mm["min"].as_py(), mm["max"].as_py(), column.null_count)
     deletes = 0 if task.drop_deletes and not changelog else int(pc.sum(pc.is_in(
         chunk.column(VALUE_KIND), pa.array(RETRACT_KINDS, pa.int8()))).as_py() or 0)
-    return with_key_value_meta(staged, metadata, task.layout, task.spec, first, last, float_keys, deletes=deletes,
-                               level=task.level, file_source=COMPACT_FILE_SOURCE)
+    # Encoded here, where the rewrite runs (a Spark task when distributed), not in the commit.
+    return with_encoding(with_key_value_meta(staged, metadata, task.layout, task.spec, first, last, float_keys,
+                                             deletes=deletes, level=task.level, file_source=COMPACT_FILE_SOURCE),
+                         task.layout)
 
 
 def task_for(files: Sequence[StagedFile], table_path_of, output_dir: str, layout: TableLayout,

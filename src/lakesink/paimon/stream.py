@@ -147,11 +147,13 @@ class StreamSink:
         coordinator.restore()
         return coordinator
 
-    def rounds_behind(self) -> bool:
-        """Whether a batch landed after the newest saved compaction round, or that round's
-        compaction is still unresolved: what waiting for a compaction service waits on."""
+    def rounds_behind(self, coordinator=None) -> bool:
+        """Whether a batch landed after the newest compaction round, or that round's compaction
+        is still unresolved: what waiting for a compaction service waits on. Rounds as the
+        saved state records them, or as `coordinator` (the one running them) has them."""
         from ..protocol.coordinator import saved_progress
-        applied, pending = saved_progress(self.store)
+        applied, pending = ((coordinator.applied, False) if coordinator is not None
+                            else saved_progress(self.store))
         last = self.target.last_committed(self.bind())
         return pending or (last is not None and (applied is None or applied < last))
 

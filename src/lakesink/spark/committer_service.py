@@ -211,8 +211,7 @@ class _Compacting:
         return report is not None
 
     def has_work(self) -> bool:
-        last = self.sink.target.last_committed(self.sink.bind())
-        return last is not None and (self.coordinator.applied is None or last > self.coordinator.applied)
+        return self.sink.rounds_behind(self.coordinator)
 
     def failed(self, exc: BaseException) -> None:
         pass  # the batches landed; the next batch starts a service that looks again

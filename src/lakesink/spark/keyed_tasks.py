@@ -106,6 +106,9 @@ class KeyedTaskWriter:
         self.lsm = LsmOptions(trigger=0, num_levels=0, target_size=0, write_only=False,
                               ignore_delete=self.keyed.ignore_delete, merge_engine=self.keyed.merge_engine,
                               compression=self.spec.compression)
+        # Per task, not per file: a flush writes a file per bucket.
+        self.kv_schema = kv_schema(self.spec.layout, self.keyed) if self.keyed.has_primary_key else None
+        self._parquet_options: dict = {}
         self.intent = (intents.Intent(self.file_io, self.spec.staging_dir, self.prefix)
                        if self.spec.paths is not None else None)
         if self.spec.create_dir and (self.intent is None or storage.is_local(self.spec.staging_dir)):
@@ -201,7 +204,7 @@ class KeyedTaskWriter:
 
     def _write_run(self, rows: pa.Table, partition: tuple, bucket: int, flush: int) -> None:
         keyed = self.keyed
-        schema = kv_schema(self.spec.layout, keyed)
+        schema = self.kv_schema
         # Input order is each version's sequence number while merging; the files get the flush's.
         columns = {KEY_PREFIX + k: rows.column(k) for k in keyed.trimmed_keys}
         columns[SEQUENCE] = rows.column(_ORDER)
@@ -230,8 +233,10 @@ class KeyedTaskWriter:
             stream = self.file_io.new_output_stream(path)
         self._paths.append(path)
         try:
+            if schema not in self._parquet_options:
+                self._parquet_options[schema] = parquet_layout.writer_options(schema)
             writer = pq.ParquetWriter(stream, schema, compression=self.spec.compression,
-                                      **parquet_layout.writer_options(schema))
+                                      **self._parquet_options[schema])
             try:
                 writer.write_table(rows, row_group_size=ROW_GROUP_ROWS)
             finally:
