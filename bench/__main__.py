@@ -22,7 +22,7 @@ SUITES = {
                                 "stage_batches": 50},
             {"batches": 24, "rows": 500, "keys": 10_000, "checkpoints": (12, 24), "scan_repeats": 1,
              "stage_batches": 6}),
-    "keyed-stream": ("bench.bench_keyed_stream", {"seconds": 30, "rounds": 2}, {"seconds": 20, "rounds": 1}),
+    "keyed-stream": ("bench.bench_keyed_stream", {"seconds": 20, "rounds": 4}, {"seconds": 20, "rounds": 1}),
     "s3": ("bench.bench_s3", {"rows": 5_000_000, "repeats": 3}, {"rows": 200_000, "repeats": 1}),
     "scale": ("bench.bench_scale", {}, {"task_counts": (1, 4), "files_per_task": 100, "partitions": (10, 1_000)}),
     "jdbc": ("bench.bench_jdbc", {"rows": 1_000_000, "repeats": 3, "batches": 40},

@@ -188,3 +188,28 @@ def test_a_sync_commit_that_cannot_start_the_service_compacts_in_the_commit(tmp_
     assert any(s.commit_kind == "COMPACT" for s in snapshots(sink.path))
     assert saved_progress(sink.store) == (2, False)
     assert {r["id"]: r["hits"] for r in read_table(sink.path).to_pylist()} == _expected(range(3))
+
+
+def test_the_compaction_service_starts_a_round_once_spark_recorded_the_batch(tmp_path, checkpoint):
+    """Spark's commit-log write (`commits/<batch>`) follows the batch's commit; the round waits
+    for it, then runs while the query idles until its next trigger."""
+    import os
+    import time
+
+    from tests.helpers import snapshots
+
+    sink, schema, options = _keyed_sink(tmp_path, checkpoint)
+    os.makedirs(f"{checkpoint}/commits")  # a Spark checkpoint: batches 0..2 recorded, 3 not yet
+    for b in range(3):
+        open(f"{checkpoint}/commits/{b}", "w").close()
+    _commit_batches(sink, schema, range(4))
+
+    service.ensure_running(service.spec_for(sink.path, checkpoint, schema, options, pipelined.COMPACTION))
+    time.sleep(1.0)
+    assert not [s for s in snapshots(sink.path) if s.commit_kind == "COMPACT"]  # waiting for commits/3
+    open(f"{checkpoint}/commits/3", "w").close()
+    deadline = time.monotonic() + 30
+    while not [s for s in snapshots(sink.path) if s.commit_kind == "COMPACT"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [s.commit_user for s in snapshots(sink.path) if s.commit_kind == "COMPACT"] == ["keyed-service-test.compact"]
+    service.await_commits(checkpoint, timeout=60)

@@ -198,13 +198,23 @@ class _Committing:
 
 
 class _Compacting:
-    """The compaction role: a round after the batches that landed since the last one."""
+    """The compaction role: a round after the batches that landed since the last one.
+
+    A round starts once Spark has recorded the newest batch (`commits/<batch>` in the query's
+    checkpoint): until then Spark's own commit-log write runs, and from then the query idles
+    until its next trigger. Measured on 2 cores, a round started as the batch's commit
+    returned made Spark's `commitOffsets` ~40 ms longer and the next `addBatch` ~30 ms.
+    """
+
+    RECORDED_WAIT_SECONDS = 2.0  # then it runs anyway: the batch may have failed after landing
 
     def __init__(self, sink):
         self.sink = sink
         self.coordinator = sink.compaction_rounds()
+        self._waited_for: int | None = None
 
     def step(self) -> bool:
+        self._await_recorded()
         report = self.coordinator.catch_up_round()
         if report is not None and (report.error or report.conflict):
             log.warning("compaction round after batch %s: %s", report.checkpoint, report.error or report.conflict)
@@ -212,6 +222,22 @@ class _Compacting:
 
     def has_work(self) -> bool:
         return self.sink.rounds_behind(self.coordinator)
+
+    def _await_recorded(self) -> None:
+        local = storage.local_path(self.sink.checkpoint)
+        if local is None:
+            return  # polling an object store would cost more than the round saves
+        last = self.sink.target.last_committed(self.sink.bind())
+        if last is None or last == self._waited_for:
+            return  # nothing landed, or waited for once already (a batch Spark may never record)
+        self._waited_for = last
+        log_dir = os.path.join(local, "commits")
+        if not os.path.isdir(log_dir):
+            return  # no Spark commit log here (a checkpoint of another engine)
+        recorded = os.path.join(log_dir, str(last))
+        deadline = time.monotonic() + self.RECORDED_WAIT_SECONDS
+        while not os.path.exists(recorded) and time.monotonic() < deadline:
+            time.sleep(0.005)
 
     def failed(self, exc: BaseException) -> None:
         pass  # the batches landed; the next batch starts a service that looks again
