@@ -421,6 +421,35 @@ def test_background_rounds_trail_the_commit_hold_events_and_run_one_at_a_time(tm
     assert coordinator.wait(10) and list(coordinator.bins) == ["f4"] and coordinator.held == []
 
 
+def test_a_background_round_waits_for_the_engine_first_and_runs_when_the_wait_fails(tmp_path):
+    import threading
+
+    table = MemoryTable()
+    coordinator = Coordinator(MergeAtTen(), table, "u", StateStore(str(tmp_path / "state")), background=True)
+    recorded, waited = threading.Event(), []
+
+    def engine_records(checkpoint):
+        waited.append((checkpoint, threading.current_thread() is not threading.main_thread()))
+        assert recorded.wait(10)
+    coordinator.before_background_round = engine_records
+    coordinator.send(FilesWritten(1, [small("f1")]))
+    coordinator.commit_started(1)
+    table.append("u", 1, [small("f1")])
+    coordinator.commit_finished(1, landed=True)
+    assert not coordinator.wait(0.2) and coordinator.applied is None  # the round waits on its thread
+    recorded.set()
+    assert coordinator.wait(10) and coordinator.applied == 1 and waited == [(1, True)]
+
+    def broken(checkpoint):
+        raise OSError("no commit log")
+    coordinator.before_background_round = broken
+    coordinator.send(FilesWritten(2, [small("f2")]))
+    coordinator.commit_started(2)
+    table.append("u", 2, [small("f2")])
+    coordinator.commit_finished(2, landed=True)
+    assert coordinator.wait(10) and coordinator.applied == 2
+
+
 def test_a_sync_coordinator_reports_its_round_from_commit_finished():
     table = MemoryTable()
     coordinator = Coordinator(MergeAtTen(), table, "u")

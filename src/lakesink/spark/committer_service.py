@@ -55,7 +55,7 @@ import time
 from .. import storage
 from ..errors import BackgroundCommitError
 from ..protocol import PendingStore, StateStore
-from .checkpoint import query_id
+from .checkpoint import await_recorded, query_id
 from ..protocol.pipelined import (COMMIT, COMPACTION, IDLE_SECONDS, STOP, CheckpointLock, raise_recorded_error,
                                   record_error, runtime_dir, runtime_name, socket_path, wake)
 
@@ -224,20 +224,11 @@ class _Compacting:
         return self.sink.rounds_behind(self.coordinator)
 
     def _await_recorded(self) -> None:
-        local = storage.local_path(self.sink.checkpoint)
-        if local is None:
-            return  # polling an object store would cost more than the round saves
         last = self.sink.target.last_committed(self.sink.bind())
         if last is None or last == self._waited_for:
             return  # nothing landed, or waited for once already (a batch Spark may never record)
         self._waited_for = last
-        log_dir = os.path.join(local, "commits")
-        if not os.path.isdir(log_dir):
-            return  # no Spark commit log here (a checkpoint of another engine)
-        recorded = os.path.join(log_dir, str(last))
-        deadline = time.monotonic() + self.RECORDED_WAIT_SECONDS
-        while not os.path.exists(recorded) and time.monotonic() < deadline:
-            time.sleep(0.005)
+        await_recorded(self.sink.checkpoint, last, self.RECORDED_WAIT_SECONDS)
 
     def failed(self, exc: BaseException) -> None:
         pass  # the batches landed; the next batch starts a service that looks again
