@@ -348,10 +348,10 @@ def _move_local(source: str, final: str) -> None:
 def place(table, files: list[StagedFile], threads: int = 8) -> None:
     """Move staged files to their table paths (idempotent: a file already moved is fine)."""
     file_io = table.file_io
-    remote = not storage.is_local(table.table_path) and getattr(file_io, "filesystem", None) is not None
     # A local table: one rename per file, not the file IO's five existence checks around it (a
     # keyed micro-batch moves a file per bucket and task: ~0.6 ms each through the file IO).
     local = storage.is_local(table.table_path)
+    remote = not local and getattr(file_io, "filesystem", None) is not None
 
     def move(staged: StagedFile) -> None:
         if staged.staged_path is None:

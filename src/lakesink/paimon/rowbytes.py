@@ -24,7 +24,6 @@ from decimal import Decimal
 
 from pypaimon.schema.data_types import AtomicType
 from pypaimon.table.row import generic_row as _pp
-from pypaimon.table.row.generic_row import GenericRowSerializer
 
 _S = _pp.GenericRowSerializer
 _FIXED: dict[str, Callable] = {
@@ -98,7 +97,7 @@ def row_bytes(values: Sequence, fields: Sequence, row_kind: int = 0) -> bytes:
     """The bytes pypaimon's `GenericRowSerializer.to_bytes(GenericRow(values, fields))` gives."""
     plans = _plan(fields)
     if plans is None:
-        return GenericRowSerializer.to_bytes(_pp.GenericRow(list(values), list(fields), _pp.RowKind(row_kind)))
+        return _S.to_bytes(_pp.GenericRow(list(values), list(fields), _pp.RowKind(row_kind)))
     arity = len(fields)
     null_bytes = ((arity + 63 + 8) // 64) * 8
     fixed_size = null_bytes + arity * 8
