@@ -90,7 +90,8 @@ def _scan_seconds(path: str, repeats: int = 3) -> float:
 
 
 def _files(path: str):
-    from lakesink.paimon.compaction import live_files, target_file_size
+    from lakesink.paimon.compaction_target import live_files
+    from lakesink.paimon.small_files import target_file_size
     from lakesink.paimon.tables import open_table
     table = open_table(path)
     files = live_files(table)
@@ -131,7 +132,8 @@ def _batch_job(path: str, job: int, aggregate: bool) -> float:
 def _ideal_files(path: str) -> tuple[int, int, int]:
     """(live files, ideal files: Σ per partition ⌈bytes ÷ target⌉, table bytes)."""
     import math
-    from lakesink.paimon.compaction import live_files, target_file_size
+    from lakesink.paimon.compaction_target import live_files
+    from lakesink.paimon.small_files import target_file_size
     from lakesink.paimon.tables import open_table
     table = open_table(path)
     per_partition: dict = {}

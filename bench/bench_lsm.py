@@ -63,7 +63,7 @@ def _stage(spark, source: str, path: str, checkpoint: str, options: dict) -> tup
 
 
 def _shape(path: str) -> dict:
-    from lakesink.paimon.compaction import live_files
+    from lakesink.paimon.compaction_target import live_files
     from lakesink.paimon.tables import open_table
 
     levels: dict = {}

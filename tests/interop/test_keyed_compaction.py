@@ -53,7 +53,7 @@ def compacted(spark, tmp_path_factory):
         lakesink.write(spark.createDataFrame(rows, SCHEMA).coalesce(1), path, primary_key=["id", "part"],
                        partition_by=["part"], options={"bucket": "3", "rowkind.field": "op",
                                                        "num-sorted-run.compaction-trigger": "2"})
-    from lakesink.paimon.compaction import live_files
+    from lakesink.paimon.compaction_target import live_files
     from lakesink.paimon.tables import open_table
     assert {f.meta.level for f in live_files(open_table(path))} == {0, 2}  # num-levels = trigger + 1
     shutil.copytree(path, str(wh / "dedupe_mixed"))

@@ -121,7 +121,7 @@ def test_merge_engine_reads_as_if_paimon_had_written_it(spark, java_paimon, writ
 
 
 def test_compaction_really_merged_the_versions(written):
-    from lakesink.paimon.compaction import live_files
+    from lakesink.paimon.compaction_target import live_files
     from lakesink.paimon.tables import open_table
 
     for label in LABELS:

@@ -9,7 +9,8 @@ from collections import Counter
 import pytest
 
 import lakesink
-from lakesink.paimon.compaction import live_files, target_file_size
+from lakesink.paimon.compaction_target import live_files
+from lakesink.paimon.small_files import target_file_size
 from lakesink.paimon.tables import open_table
 from tests.helpers import leftover_files, read_table, snapshots
 

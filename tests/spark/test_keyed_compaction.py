@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakesink
-from lakesink.paimon.compaction import live_files
+from lakesink.paimon.compaction_target import live_files
 from lakesink.paimon.tables import open_table
 from tests.helpers import leftover_files, read_table, snapshots
 

@@ -110,7 +110,7 @@ def test_changelog_producer_input_commits_the_writes_input_rows_as_the_snapshots
     from pypaimon.manifest.manifest_file_manager import ManifestFileManager
     from pypaimon.manifest.manifest_list_manager import ManifestListManager
 
-    from lakesink.paimon.compaction import live_files
+    from lakesink.paimon.compaction_target import live_files
     from lakesink.paimon.tables import open_table
     from lakesink.paimon.target import PaimonTarget
     options = {"bucket": "2", "rowkind.field": "op", "changelog-producer": "input", "write-only": "true"}

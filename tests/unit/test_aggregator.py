@@ -300,7 +300,7 @@ def test_small_streaming_files_are_replaced_by_compact_snapshots_read_back_with_
     assert_exactly_once(table, 12)
     kinds = Counter(s.commit_kind for s in snapshots(table))
     assert kinds["APPEND"] == 12 and kinds["COMPACT"] >= 3
-    from lakesink.paimon.compaction import live_files
+    from lakesink.paimon.compaction_target import live_files
     from lakesink.paimon.tables import open_table
     assert len(live_files(open_table(table))) <= 12  # 48 files written, 4 day partitions
     compact = next(s for s in snapshots(table) if s.commit_kind == "COMPACT")
@@ -419,35 +419,6 @@ def test_background_rounds_trail_the_commit_hold_events_and_run_one_at_a_time(tm
     table.append("u", 4, [small("f4")])
     coordinator.commit_finished(4, landed=True, on_round=rounds.append)
     assert coordinator.wait(10) and list(coordinator.bins) == ["f4"] and coordinator.held == []
-
-
-def test_a_background_round_waits_for_the_engine_first_and_runs_when_the_wait_fails(tmp_path):
-    import threading
-
-    table = MemoryTable()
-    coordinator = Coordinator(MergeAtTen(), table, "u", StateStore(str(tmp_path / "state")), background=True)
-    recorded, waited = threading.Event(), []
-
-    def engine_records(checkpoint):
-        waited.append((checkpoint, threading.current_thread() is not threading.main_thread()))
-        assert recorded.wait(10)
-    coordinator.before_background_round = engine_records
-    coordinator.send(FilesWritten(1, [small("f1")]))
-    coordinator.commit_started(1)
-    table.append("u", 1, [small("f1")])
-    coordinator.commit_finished(1, landed=True)
-    assert not coordinator.wait(0.2) and coordinator.applied is None  # the round waits on its thread
-    recorded.set()
-    assert coordinator.wait(10) and coordinator.applied == 1 and waited == [(1, True)]
-
-    def broken(checkpoint):
-        raise OSError("no commit log")
-    coordinator.before_background_round = broken
-    coordinator.send(FilesWritten(2, [small("f2")]))
-    coordinator.commit_started(2)
-    table.append("u", 2, [small("f2")])
-    coordinator.commit_finished(2, landed=True)
-    assert coordinator.wait(10) and coordinator.applied == 2
 
 
 def test_a_sync_coordinator_reports_its_round_from_commit_finished():

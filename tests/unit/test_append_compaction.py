@@ -16,8 +16,8 @@ import pytest
 import lakesink
 from lakesink.errors import ConfigurationError
 from lakesink.options import WriteOptions
-from lakesink.paimon.compaction import (PaimonCompactionTarget, SmallFileAggregator, live_files,
-                                        pick_small_files, target_file_size)
+from lakesink.paimon.compaction_target import PaimonCompactionTarget, live_files
+from lakesink.paimon.small_files import SmallFileAggregator, pick_small_files, target_file_size
 from lakesink.paimon.rewrite import rewrite_on_driver
 from lakesink.paimon.sink import BatchWrite, describe_files
 from lakesink.paimon.tables import open_table
@@ -238,13 +238,13 @@ def test_a_round_whose_inputs_an_overwrite_removed_gives_up_with_every_row_exact
 @pytest.mark.parametrize("choice", ["true", "false"])
 def test_lakesink_compact_takes_write_in_place_from_its_options(tmp_path, monkeypatch, choice):
     """`auto` decides by the store (staged on the local disk); the option forces either way."""
-    from lakesink.paimon import compaction
+    from lakesink.paimon import compaction_target
 
     path = str(tmp_path / "t")
     expected = pa.concat_tables([batch_job(path, job, {})[1] for job in range(2)])
     moved = []
-    place = compaction.place
-    monkeypatch.setattr(compaction, "place", lambda table, files: (moved.extend(f for f in files if f.staged_path),
+    place = compaction_target.place
+    monkeypatch.setattr(compaction_target, "place", lambda table, files: (moved.extend(f for f in files if f.staged_path),
                                                                    place(table, files))[1])
     report = lakesink.compact(None, path, progress=False, options={"write.in-place": choice})
     assert report.files_added > 0 and rows_of(read_table(path)) == rows_of(expected)

@@ -12,8 +12,8 @@ import pytest
 
 import lakesink
 from lakesink.errors import CommitConflictError, UnsupportedTableError
-from lakesink.paimon.compaction import (KeyedCompactionAggregator, PaimonCompactionTarget, compacts_after_commit,
-                                        live_files)
+from lakesink.paimon.compaction_target import PaimonCompactionTarget, live_files
+from lakesink.paimon.keyed_compaction import KeyedCompactionAggregator, compacts_after_commit
 from lakesink.paimon.datafiles import table_path_of
 from lakesink.paimon.lsm import LsmOptions
 from lakesink.paimon.tables import open_table
@@ -425,7 +425,7 @@ def test_a_lookup_compaction_writes_complete_partial_updates_above_older_runs(tm
 
 
 def test_full_compaction_delta_commits_are_counted_in_the_tables_history(tmp_path):
-    from lakesink.paimon.compaction import full_compaction_due
+    from lakesink.paimon.keyed_compaction import full_compaction_due
 
     path = new_table(tmp_path, {"bucket": "1", "full-compaction.delta-commits": "3"})
     assert not full_compaction_due(open_table(path), 3)

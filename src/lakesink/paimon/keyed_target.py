@@ -131,7 +131,7 @@ def _keys_not_null(schema: pa.Schema, keys) -> pa.Schema:
 def compacts_automatically(target: PaimonTarget, options: WriteOptions) -> bool:
     """Whether this keyed write compacts its buckets after its commit: primary-key tables do,
     unless `write-only` (docs/compaction.md); the table's own options, or the write's for a new one."""
-    from .compaction import compacts_after_commit
+    from .keyed_compaction import compacts_after_commit
     from .lsm import check_compactable
     table = target.table()
     if table is None:

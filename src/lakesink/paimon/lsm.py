@@ -19,8 +19,8 @@ with `ignore-delete` retractions are ignored before merging.
 `KeyedCompactTask` is picklable: an engine runs it on its executors (the
 `Rewriter` of `paimon.rewrite`) or `rewrite_on_driver` runs it here. It writes
 into the compaction's staging directory or, given an `InPlace`, straight to the
-table paths (`paimon.compact_outputs`). Planning (which buckets, when) and
-committing live in `paimon.compaction`.
+table paths (`paimon.compact_outputs`). Planning (which buckets, when) lives in
+`paimon.keyed_compaction`, committing in `paimon.compaction_target`.
 """
 
 from __future__ import annotations

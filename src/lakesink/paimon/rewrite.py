@@ -22,6 +22,8 @@ from . import parquet_layout
 from .compact_outputs import InPlace, placed
 from .datafiles import StagedFile, TableLayout, describe_parquet
 
+EXECUTOR_REWRITE_BYTES = 256 * 1024 * 1024  # from this volume on, rewrite distributed (an engine's executors)
+
 
 @dataclass(frozen=True)
 class RewriteTask:

@@ -64,7 +64,6 @@ class StreamSink:
         # The engine's committing process outlives its batches (a driver thread, not a process per
         # commit): compaction rounds may trail the commits (compaction.coordinated).
         self.background_compaction = False
-        self.before_round = None  # with background_compaction: the engine's wait before a round
         # Another process runs the compaction rounds after this sink's commits (an engine that
         # commits in a process per batch hands them to a service: `compaction_rounds`).
         self.rounds_elsewhere = False
@@ -137,7 +136,7 @@ class StreamSink:
             # primary-key tables compacted when their sorted runs pass the trigger.
             from .compaction import coordinated
             committer = coordinated(committer, self.store, self.rewriter, in_place=self.in_place,
-                                    background=self.background_compaction, before_round=self.before_round)
+                                    background=self.background_compaction)
         return committer
 
     def compaction_rounds(self):

@@ -182,9 +182,6 @@ class Coordinator(Generic[C]):
         self._round_lock = threading.RLock()
         self.background = background
         self._round_thread: threading.Thread | None = None  # the background round running
-        # Called on the round's thread before a background round after checkpoint N, e.g. to let
-        # the engine finish recording N first (the round then runs while the engine idles).
-        self.before_background_round: Callable[[int], None] | None = None
 
     # -- events -------------------------------------------------------------------
     def send(self, event) -> None:
@@ -231,11 +228,6 @@ class Coordinator(Generic[C]):
         return thread is not None and thread.is_alive() and thread is not threading.current_thread()
 
     def _background_round(self, checkpoint: int, on_round) -> None:
-        if self.before_background_round is not None:
-            try:
-                self.before_background_round(checkpoint)
-            except Exception as exc:  # noqa: BLE001 - only a wait: the round runs regardless
-                log.warning("before the round after checkpoint %s of %s: %s", checkpoint, self.commit_user, exc)
         report = self._finish(checkpoint, True)
         if report is not None and on_round is not None:
             on_round(report)

@@ -23,9 +23,10 @@ from collections.abc import Callable, Mapping, Sequence
 from ..errors import CommitConflictError, ConfigurationError
 from ..paimon import intents, tables
 from ..paimon.catalog import resolve
-from ..paimon.compaction import (KeyedCompactionAggregator, PaimonCompactionTarget, SmallFileAggregator,
-                                 live_files)
+from ..paimon.compaction_target import PaimonCompactionTarget, live_files
+from ..paimon.keyed_compaction import KeyedCompactionAggregator
 from ..paimon.rewrite import rewrite_on_driver
+from ..paimon.small_files import SmallFileAggregator
 from ..paimon.target import PaimonTarget
 from ..protocol.aggregator import group_by_key
 from ..protocol.target import CommitReport
