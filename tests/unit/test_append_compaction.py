@@ -17,8 +17,8 @@ import lakesink
 from lakesink.errors import ConfigurationError
 from lakesink.options import WriteOptions
 from lakesink.paimon.compaction_target import PaimonCompactionTarget, live_files
-from lakesink.paimon.small_files import SmallFileAggregator, pick_small_files, target_file_size
 from lakesink.paimon.rewrite import rewrite_on_driver
+from lakesink.paimon.small_files import SmallFileAggregator, pick_small_files, target_file_size
 from lakesink.paimon.sink import BatchWrite, describe_files
 from lakesink.paimon.tables import open_table
 from lakesink.paimon.target import PaimonTarget
@@ -113,6 +113,27 @@ def files_vs_ideal(path: str) -> tuple[int, int]:
 
 def rows_of(table: pa.Table) -> list[tuple]:
     return sorted(zip(*(table.column(n).to_pylist() for n in SCHEMA.names)))
+
+
+def test_rewrites_near_the_target_teach_the_bytes_per_row_and_merges_of_tiny_files_do_not(tmp_path):
+    from types import SimpleNamespace
+
+    path = str(tmp_path / "t")
+    batch_job(path, 0, {"write-only": "true"})
+    aggregator = SmallFileAggregator(open_table(path), str(tmp_path / "staging"), target_size=1000)
+
+    def output(size, rows):
+        return SimpleNamespace(file_size=size, row_count=rows, meta=SimpleNamespace(schema_id=0))
+    aggregator._learn([], [output(2000, 100)])
+    assert aggregator.bytes_per_row == pytest.approx(20.0)  # the first rewrite sets it
+    aggregator._learn([], [output(3000, 100)])
+    assert aggregator.bytes_per_row == pytest.approx(0.7 * 20 + 0.3 * 30)  # then a moving average
+    aggregator._learn([], [output(100, 1)])  # under 70% of the target: still a small file
+    assert aggregator.bytes_per_row == pytest.approx(23.0)
+    assert aggregator.estimated_size(output(5000, 10)) == pytest.approx(230.0)
+    restored = SmallFileAggregator(open_table(path), str(tmp_path / "staging"), target_size=1000)
+    restored.restore_state(aggregator.state())
+    assert restored.bytes_per_row == pytest.approx(23.0)
 
 
 def test_repeated_small_batch_jobs_keep_live_files_within_1_5_times_ideal(tmp_path):

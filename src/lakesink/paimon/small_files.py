@@ -198,3 +198,4 @@ class SmallFileAggregator(Aggregator[StagedFile]):
         size = sum(f.file_size for f in files)
         if rows > 0 and size > 0:
             observed = size / rows
+            self.bytes_per_row = observed if self.bytes_per_row <= 0 else 0.7 * self.bytes_per_row + 0.3 * observed
