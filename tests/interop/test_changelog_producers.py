@@ -81,7 +81,7 @@ def test_a_produced_changelog_streams_as_paimons_own(spark, java_paimon, tmp_pat
     assert state == {(r["id"], r["dt"]): r["name"] for r in lakesink.read(spark, ours).collect()}
     if label.startswith("lookup"):
         from lakesink.paimon.compaction_target import live_files
-        from lakesink.paimon.lsm import LsmOptions
+        from lakesink.paimon.lsm_policy import LsmOptions
         from lakesink.paimon.tables import open_table
         table = open_table(ours)
         levels = {f.meta.level for f in live_files(table)}

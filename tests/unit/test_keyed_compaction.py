@@ -15,7 +15,7 @@ from lakesink.errors import CommitConflictError, UnsupportedTableError
 from lakesink.paimon.compaction_target import PaimonCompactionTarget, live_files
 from lakesink.paimon.keyed_compaction import KeyedCompactionAggregator, compacts_after_commit
 from lakesink.paimon.datafiles import table_path_of
-from lakesink.paimon.lsm import LsmOptions
+from lakesink.paimon.lsm_policy import LsmOptions
 from lakesink.paimon.tables import open_table
 from lakesink.paimon.target import PaimonTarget
 from lakesink.protocol.aggregator import group_by_key
@@ -285,7 +285,7 @@ def test_partial_update_and_aggregation_merge_versions_as_paimon():
     from decimal import Decimal
 
     from lakesink.paimon.keyed import KeyedSpec
-    from lakesink.paimon.lsm import merge
+    from lakesink.paimon.merge_engines import merge
     data = pa.table({"_KEY_id": pa.array([1, 1, 1, 2, 3, 3], pa.int64()),
                      "_SEQUENCE_NUMBER": pa.array([1, 2, 3, 1, 1, 2], pa.int64()),
                      "_VALUE_KIND": pa.array([0, 2, 0, 3, 0, 1], pa.int8()),
@@ -326,7 +326,7 @@ def test_equal_versions_are_ordered_by_file_age(tmp_path):
     from dataclasses import replace
 
     from lakesink.paimon.keyed import KeyedSpec
-    from lakesink.paimon.lsm import merge
+    from lakesink.paimon.merge_engines import merge
     data = pa.table({"_KEY_id": pa.array([1, 1, 2, 2, 3], pa.int64()),
                      "_SEQUENCE_NUMBER": pa.array([5, 5, 1, 2, 0], pa.int64()),
                      "_VALUE_KIND": pa.array([0, 0, 0, 3, 0], pa.int8()),

@@ -57,7 +57,7 @@ def full_state_levels(table):
     if kind == "lookup":
         return lambda level: level > 0
     if kind == "full-compaction":
-        from .lsm import LsmOptions
+        from .lsm_policy import LsmOptions
         top = LsmOptions.of_table(table).max_level
         return lambda level: level == top
     return None

@@ -421,3 +421,11 @@ def _retractions(path: str, file_io) -> int:
     with file_io.new_input_stream(path) as stream:
         kinds = pq.read_table(stream, columns=[VALUE_KIND]).column(VALUE_KIND)
     return int(pc.sum(pc.is_in(kinds, pa.array(RETRACT_KINDS, pa.int8()))).as_py() or 0)
+
+
+def kv_schema(layout: TableLayout, spec: KeyedSpec) -> pa.Schema:
+    """The key-value file schema: `_KEY_<k>`..., `_SEQUENCE_NUMBER`, `_VALUE_KIND`, table columns."""
+    values = layout.arrow_schema()
+    keys = [pa.field(KEY_PREFIX + k, values.field(k).type, nullable=False) for k in spec.trimmed_keys]
+    return pa.schema(keys + [pa.field(SEQUENCE, pa.int64(), nullable=False),
+                             pa.field(VALUE_KIND, pa.int8(), nullable=False)] + list(values))

@@ -2,7 +2,7 @@
 
 The coordinator's aggregator for keyed tables: a round takes the buckets that got new
 level-0 files, picks in each the runs Paimon's universal compaction would merge
-(`lsm.LsmOptions.pick`), merges them (`lsm.KeyedCompactTask`) and hands the swap to the
+(`lsm_policy.LsmOptions.pick`), merges them (`lsm.KeyedCompactTask`) and hands the swap to the
 coordinator, which commits it as a COMPACT snapshot (`compaction_target`).
 Details: docs/compaction.md.
 """
@@ -20,6 +20,7 @@ from .compact_outputs import InPlace
 from .compaction_target import live_files
 from .datafiles import StagedFile, TableLayout, table_path_of
 from .keyed import KeyedSpec
+from .lsm_policy import CompactUnit, LsmOptions, check_compactable
 from .rewrite import EXECUTOR_REWRITE_BYTES, Rewriter, rewrite_on_driver
 from .target import PaimonTarget
 
@@ -31,7 +32,7 @@ class KeyedCompactionAggregator(Aggregator[StagedFile]):
 
     Level-0 files are what it carries: they tell which buckets got new sorted runs. A round
     works on every live file of those buckets, read from the table, and compacts in each
-    bucket the runs Paimon's universal compaction picks (`lsm.LsmOptions.pick`: size
+    bucket the runs Paimon's universal compaction picks (`lsm_policy.LsmOptions.pick`: size
     amplification, size ratio, `num-sorted-run.compaction-trigger`); with `force` (as
     `lakesink.compact` does) every bucket not yet fully compacted is fully compacted. A
     bucket holding files of an older schema is left alone.
@@ -55,10 +56,10 @@ class KeyedCompactionAggregator(Aggregator[StagedFile]):
 
     def refresh(self) -> None:
         self.table = self.target.table(refresh=True)
-        lsm.check_compactable(self.table)
+        check_compactable(self.table)
         self.layout = TableLayout.of(self.table)
         self.spec = KeyedSpec.of_table(self.table)
-        self.lsm = lsm.LsmOptions.of_table(self.table)
+        self.lsm = LsmOptions.of_table(self.table)
         if self.target_size:
             self.lsm = replace(self.lsm, target_size=int(self.target_size))
 
@@ -107,13 +108,13 @@ class KeyedCompactionAggregator(Aggregator[StagedFile]):
             result[key] = list(outputs) + [f for f in groups[key] if f.meta.file_name not in picked]
         return result
 
-    def unit(self, files: Sequence[StagedFile]) -> lsm.CompactUnit | None:
+    def unit(self, files: Sequence[StagedFile]) -> CompactUnit | None:
         """The runs to merge: everything when forced (`lakesink.compact`), else Paimon's pick."""
         if self.force or self.full_round:
             return None if self.lsm.fully_compacted(files) else self.lsm.full(files)
         return self.lsm.pick(files)
 
-    def task_for(self, files: Sequence[StagedFile], unit: lsm.CompactUnit | None = None) -> lsm.KeyedCompactTask:
+    def task_for(self, files: Sequence[StagedFile], unit: CompactUnit | None = None) -> lsm.KeyedCompactTask:
         return lsm.task_for(files, lambda f: table_path_of(self.table, f), self.staging_dir, self.layout,
                             self.spec, self.lsm, self.target.fs_options, unit,
                             InPlace.of(self.table, self.staging_dir) if self.in_place else None)

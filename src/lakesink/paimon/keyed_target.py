@@ -132,7 +132,7 @@ def compacts_automatically(target: PaimonTarget, options: WriteOptions) -> bool:
     """Whether this keyed write compacts its buckets after its commit: primary-key tables do,
     unless `write-only` (docs/compaction.md); the table's own options, or the write's for a new one."""
     from .keyed_compaction import compacts_after_commit
-    from .lsm import check_compactable
+    from .lsm_policy import check_compactable
     table = target.table()
     if table is None:
         return compacts_after_commit(options.table_options, target.create.primary_keys if target.create else [])

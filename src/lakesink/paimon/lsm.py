@@ -8,13 +8,8 @@ the survivors, sorted by key, as one sorted run at the table's highest level
 (`num-levels` - 1). Output goes to the highest level, so retractions leave for
 good (Paimon drops deletes only there).
 
-Merge order, as Paimon's readers merge: by key, then `sequence.field` (nulls
-first), then `_SEQUENCE_NUMBER`; equal versions by file age (higher levels are
-older than lower ones, level-0 files by sequence range). `deduplicate` keeps
-the last version, `first-row` the first; `partial-update` and `aggregation` merge
-the versions of a key with several into one +I row (`merge_field`), a key's only
-version stays as it is (Paimon's reducer); a surviving `-U`/`-D` removes the key;
-with `ignore-delete` retractions are ignored before merging.
+Versions of a key merge as the table's merge engine says (`paimon.merge_engines`); which
+runs a compaction takes is Paimon's universal compaction (`paimon.lsm_policy`).
 
 `KeyedCompactTask` is picklable: an engine runs it on its executors (the
 `Rewriter` of `paimon.rewrite`) or `rewrite_on_driver` runs it here. It writes
@@ -33,196 +28,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .. import options as registry
 from .. import storage
-from ..errors import UnsupportedTableError
 from ..protocol import crashpoints
 from . import parquet_layout
 from .compact_outputs import InPlace, placed
 from .datafiles import StagedFile, TableLayout, describe_parquet, with_encoding
-from .keyed import KEY_PREFIX, RETRACT_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec, with_key_value_meta
+from .keyed import KEY_PREFIX, RETRACT_KINDS, VALUE_KIND, KeyedSpec, kv_schema, with_key_value_meta
+from .lsm_policy import CompactUnit, LsmOptions, age_order
+from .merge_engines import FILE_RANK, merge
 
 COMPACT_FILE_SOURCE = 1  # Paimon's FileSource.COMPACT
-_RANK = "_lakesink_file_rank"
 _LEVEL = "_lakesink_file_level"
-
-
-@dataclass(frozen=True)
-class LsmOptions:
-    """A primary-key table's compaction options, as Paimon reads them (picklable)."""
-
-    trigger: int             # num-sorted-run.compaction-trigger
-    num_levels: int          # num-levels; Paimon's default: trigger + 1
-    target_size: int         # target-file-size (Paimon's default for primary-key tables: 128 MB)
-    write_only: bool         # write-only: writers never compact
-    ignore_delete: bool      # ignore-delete (and its merge-engine specific aliases)
-    merge_engine: str
-    compression: str
-    max_size_amp: int = 200  # compaction.max-size-amplification-percent
-    size_ratio: int = 1      # compaction.size-ratio
-    producer: str = "none"   # changelog-producer
-    row_deduplicate: bool = False       # changelog-producer.row-deduplicate
-    delta_commits: int | None = None    # full-compaction.delta-commits
-
-    @property
-    def full_compaction_every(self) -> int | None:
-        """Commits between automatic full compactions: `full-compaction.delta-commits`, or every
-        commit for `changelog-producer=full-compaction` (Paimon's writers do the same)."""
-        if self.delta_commits is not None:
-            return self.delta_commits
-        return 1 if self.producer == "full-compaction" else None
-
-    @property
-    def max_level(self) -> int:
-        return self.num_levels - 1
-
-    @classmethod
-    def of_table(cls, table) -> LsmOptions:
-        raw = registry.table_options_of(table)
-        trigger = registry.table_value(raw, "num-sorted-run.compaction-trigger")
-        levels = registry.table_value(raw, "num-levels")
-        engine = str(raw.get("merge-engine", "deduplicate")).strip().lower()
-        return cls(trigger=trigger, num_levels=levels if levels is not None else trigger + 1,
-                   target_size=table.options.target_file_size(True),
-                   write_only=registry.table_value(raw, "write-only"),
-                   ignore_delete=bool(table.options.ignore_delete()), merge_engine=engine,
-                   compression=registry.table_value(raw, "file.compression"),
-                   max_size_amp=registry.table_value(raw, "compaction.max-size-amplification-percent"),
-                   size_ratio=registry.table_value(raw, "compaction.size-ratio"),
-                   producer=str(raw.get("changelog-producer", "none")).strip().lower(),
-                   row_deduplicate=registry.table_value(raw, "changelog-producer.row-deduplicate"),
-                   delta_commits=registry.table_value(raw, "full-compaction.delta-commits"))
-
-    def sorted_runs(self, files: Sequence[StagedFile]) -> int:
-        """Sorted runs of one bucket: each level-0 file is one, each non-empty level above one."""
-        return sum(1 for f in files if f.meta.level == 0) + len({f.meta.level for f in files if f.meta.level > 0})
-
-    def needs_compaction(self, files: Sequence[StagedFile]) -> bool:
-        """Whether the automatic policy (`pick`) compacts anything in this bucket."""
-        return self.pick(files) is not None
-
-    def pick(self, files: Sequence[StagedFile]) -> CompactUnit | None:
-        """What the automatic policy compacts in one bucket: Paimon's universal compaction.
-
-        Sorted runs newest first (level-0 files by sequence range, then levels 1, 2, ...).
-        1. size amplification: the runs above the oldest add up to more than
-           `compaction.max-size-amplification-percent` of it: all runs (a full compaction);
-        2. size ratio: from the newest run, take older runs while the next is at most
-           `compaction.size-ratio`% larger than the runs taken;
-        3. run count over the trigger: at least the newest runs - trigger + 1, grown by ratio.
-        Output goes to the level below the first run left out (never level 0; the highest level
-        when every run is taken). First-row tables and aggregation buckets holding retractions
-        always compact fully (`needs_compaction`): readers must not see their level-0 files.
-        With `changelog-producer=lookup` every level-0 run is compacted after its commit.
-        """
-        level0 = sum(1 for f in files if f.meta.level == 0)
-        if self.merge_engine == "first-row" and level0:
-            return self.full(files)
-        if self.merge_engine == "aggregation" and level0 and (
-                self.producer == "lookup" or any(f.meta.level == 0 and f.meta.delete_row_count for f in files)):
-            # pypaimon (lakesink's reader) cannot merge an aggregation's retractions, nor the merged
-            # values a lookup compaction writes above older ones: such buckets compact fully.
-            return self.full(files)
-        runs = _runs(files)
-        unit = self._universal(runs)
-        if self.producer == "lookup" and level0 and (
-                unit is None or sum(1 for f in unit.files if f.meta.level == 0) < level0):
-            # Paimon's ForceUpLevel0Compaction: with a lookup changelog every level-0 run leaves
-            # level 0 in the round after its commit, merged with the runs the size ratio adds.
-            unit = self._by_ratio(runs, level0, force=True)
-        return unit
-
-    def _universal(self, runs: list) -> CompactUnit | None:
-        if len(runs) < max(self.trigger, 2):
-            return None
-        newer = sum(_size(r) for r in runs[:-1])
-        if newer * 100 > self.max_size_amp * _size(runs[-1]):
-            return self.full([f for run in runs for f in run])
-        unit = self._by_ratio(runs, 1)
-        if unit is None and len(runs) > self.trigger:
-            unit = self._by_ratio(runs, len(runs) - self.trigger + 1, force=True)
-        return unit
-
-    def full(self, files: Sequence[StagedFile]) -> CompactUnit:
-        return CompactUnit(tuple(files), self.max_level, True)
-
-    def _by_ratio(self, runs: list, count: int, force: bool = False) -> CompactUnit | None:
-        size = sum(_size(r) for r in runs[:count])
-        while count < len(runs) and size * (100.0 + self.size_ratio) / 100.0 >= _size(runs[count]):
-            size += _size(runs[count])
-            count += 1
-        if not force and count <= 1:
-            return None
-        if count == len(runs):
-            return self.full([f for run in runs for f in run])
-        output = max(0, _level(runs[count]) - 1)
-        if output == 0:  # never write level 0: take runs up to the first one above it
-            while count < len(runs):
-                level = _level(runs[count])
-                count += 1
-                if level != 0:
-                    output = level
-                    break
-            if count == len(runs):
-                return self.full([f for run in runs for f in run])
-        picked = [f for run in runs[:count] for f in run]
-        highest = max(_level(r) for r in runs)
-        return CompactUnit(tuple(picked), output, output >= highest)
-
-    def fully_compacted(self, files: Sequence[StagedFile]) -> bool:
-        """One sorted run at the highest level without retractions: a full compaction changes nothing."""
-        return all(f.meta.level == self.max_level and not (f.meta.delete_row_count or 0) for f in files)
-
-
-@dataclass(frozen=True)
-class CompactUnit:
-    """Files of one bucket to merge into one sorted run at `output_level`; `drop_deletes` when no
-    older version of a key can lie below (the output is the bucket's highest non-empty level)."""
-
-    files: tuple
-    output_level: int
-    drop_deletes: bool
-
-
-def _runs(files: Sequence[StagedFile]) -> list[list[StagedFile]]:
-    """A bucket's sorted runs, newest first: each level-0 file (by sequence range), then each level."""
-    level0 = sorted((f for f in files if f.meta.level == 0),
-                    key=lambda f: (f.meta.max_sequence_number, f.meta.min_sequence_number, f.meta.file_name),
-                    reverse=True)
-    levels = sorted({f.meta.level for f in files if f.meta.level > 0})
-    return [[f] for f in level0] + [[f for f in files if f.meta.level == lv] for lv in levels]
-
-
-def _size(run: list[StagedFile]) -> int:
-    return sum(f.file_size for f in run)
-
-
-def _level(run: list[StagedFile]) -> int:
-    return run[0].meta.level
-
-
-def check_compactable(table) -> None:
-    """Refuse primary-key tables lakesink cannot compact, naming the option."""
-    from .keyed import MERGE_ENGINES, check_keyed_table
-    check_keyed_table(table, None)  # Parquet only; no deletion vectors, no changelog producer
-    engine = str(table.table_schema.options.get("merge-engine", "deduplicate")).strip().lower()
-    if engine not in MERGE_ENGINES:
-        raise UnsupportedTableError(
-            f"{table.table_path} has merge-engine={engine}, which lakesink does not compact yet "
-            f"(it compacts {' and '.join(MERGE_ENGINES)} tables); compact it with Paimon's own compaction.")
-    if not table.options.sequence_field_sort_order_is_ascending():
-        raise UnsupportedTableError(
-            f"{table.table_path} has sequence.field.sort-order=descending, which lakesink does not "
-            "compact yet; compact it with Paimon's own compaction.")
-    problem = parquet_layout.nanosecond_layout_problem(TableLayout.of(table).arrow_schema())
-    if problem is not None:
-        raise UnsupportedTableError(f"{table.table_path}: lakesink cannot compact this table: {problem}.")
-
-
-def age_order(files: Sequence[StagedFile]) -> list[StagedFile]:
-    """Files oldest first: higher levels before lower ones, level 0 last by sequence range."""
-    return sorted(files, key=lambda f: (f.meta.level == 0, -f.meta.level, f.meta.max_sequence_number,
-                                        f.meta.min_sequence_number, f.meta.file_name))
 
 
 @dataclass(frozen=True)
@@ -255,147 +71,6 @@ class KeyedCompactTask:
         return compact_bucket(self)
 
 
-def kv_schema(layout: TableLayout, spec: KeyedSpec) -> pa.Schema:
-    """The key-value file schema: `_KEY_<k>`..., `_SEQUENCE_NUMBER`, `_VALUE_KIND`, table columns."""
-    values = layout.arrow_schema()
-    keys = [pa.field(KEY_PREFIX + k, values.field(k).type, nullable=False) for k in spec.trimmed_keys]
-    return pa.schema(keys + [pa.field(SEQUENCE, pa.int64(), nullable=False),
-                             pa.field(VALUE_KIND, pa.int8(), nullable=False)] + list(values))
-
-
-def merge(data: pa.Table, spec: KeyedSpec, lsm: LsmOptions, drop_deletes: bool = True) -> pa.Table:
-    """The surviving version of every key, sorted by key; retractions dropped with `drop_deletes`
-    (output at the bucket's highest non-empty level), else kept to cancel older versions below.
-
-    `data` holds the rows of all files of one bucket with a `_lakesink_file_rank` column (file
-    age, oldest lowest); the result has the columns of `data` but that one.
-    """
-    retract = pc.is_in(data.column(VALUE_KIND), pa.array(RETRACT_KINDS, pa.int8()))
-    if lsm.ignore_delete:
-        data = data.filter(pc.invert(retract))
-    elif lsm.merge_engine == "first-row" and pc.any(retract).as_py():
-        raise UnsupportedTableError(
-            "a first-row table holds retractions (-U/-D), which merge-engine=first-row cannot merge; "
-            "set ignore-delete=true on the table to ignore them, as Paimon asks.")
-    keys = [KEY_PREFIX + k for k in spec.trimmed_keys]
-    order = ([(k, "ascending") for k in keys] + [(c, "ascending") for c in spec.sequence_fields]
-             + [(SEQUENCE, "ascending"), (_RANK, "ascending")])
-    data = data.take(pc.sort_indices(data, sort_keys=order, null_placement="at_start"))
-    n = data.num_rows
-    if n > 1:
-        same = None  # same[i]: row i has the key of row i + 1
-        for k in keys:
-            column = data.column(k)
-            eq = pc.equal(column.slice(0, n - 1), column.slice(1))
-            same = eq if same is None else pc.and_(same, eq)
-        differs = pc.invert(same)
-        if lsm.merge_engine == "first-row":   # the first version of each key
-            keep = pa.concat_arrays([pa.array([True])] + differs.chunks)
-        elif lsm.merge_engine in ("partial-update", "aggregation"):
-            data = _merge_versions(data, spec, differs, keys)
-            keep = None
-        else:                                   # deduplicate: the last
-            keep = pa.concat_arrays(differs.chunks + [pa.array([True])])
-        if keep is not None:
-            data = data.filter(keep)
-    if drop_deletes:
-        data = data.filter(pc.invert(pc.is_in(data.column(VALUE_KIND), pa.array(RETRACT_KINDS, pa.int8()))))
-    return data.drop_columns([_RANK])
-
-
-def _merge_versions(data: pa.Table, spec: KeyedSpec, differs: pa.ChunkedArray, keys: list) -> pa.Table:
-    """partial-update / aggregation: a key's only version kept as it is (Paimon's reducer), the
-    versions of a key with several merged into one +I row (the last version's key and sequence
-    number), in order; `data` is sorted by key and version. Sorted by key on return."""
-    last = pa.concat_arrays(differs.chunks + [pa.array([True])])
-    first = pa.concat_arrays([pa.array([True])] + differs.chunks)
-    single = pc.and_(first, last)
-    if pc.all(single).as_py():
-        return data
-    singles = data.filter(single)
-    several = data.filter(pc.invert(single))
-    ends = pc.indices_nonzero(pc.filter(last, pc.invert(single))).to_pylist()
-    values = [c for c in several.column_names
-              if c not in keys and c not in (SEQUENCE, VALUE_KIND, _RANK) and c not in spec.primary_keys]
-    kinds = several.column(VALUE_KIND).to_pylist()
-    columns = {c: several.column(c).to_pylist() for c in values}
-    merged = {c: [] for c in values}
-    start = 0
-    for end in ends:
-        retracts = [kinds[i] in RETRACT_KINDS for i in range(start, end + 1)]
-        for c in values:
-            merged[c].append(merge_field(spec, c, columns[c][start:end + 1], retracts))
-        start = end + 1
-    picked = several.take(pa.array(ends, pa.int64()))
-    for c in values:
-        picked = picked.set_column(picked.schema.get_field_index(c), picked.schema.field(c),
-                                   pa.array(merged[c], picked.schema.field(c).type))
-    picked = picked.set_column(picked.schema.get_field_index(VALUE_KIND), picked.schema.field(VALUE_KIND),
-                               pa.array([0] * picked.num_rows, pa.int8()))
-    out = pa.concat_tables([singles, picked])
-    return out.take(pc.sort_indices(out, sort_keys=[(k, "ascending") for k in keys]))
-
-
-def merge_run(rows: pa.Table, spec: KeyedSpec, lsm: LsmOptions, drop_deletes: bool = False) -> pa.Table:
-    """`merge` of the rows of one sorted run in the making (a writer's buffer): one file rank."""
-    return merge(rows.append_column(_RANK, pa.repeat(pa.scalar(0, pa.int32()), rows.num_rows)), spec, lsm,
-                 drop_deletes)
-
-
-def merge_field(spec: KeyedSpec, column: str, versions: list, retracts: list):
-    """One value column over a key's versions, oldest first: Paimon's partial-update (last non-null)
-    or the column's aggregate function (Java's FieldAggregator agg/retract)."""
-    if spec.merge_engine == "partial-update":
-        if any(retracts):
-            raise UnsupportedTableError(
-                "a partial-update table holds a retraction (-U/-D) of a key with several versions; "
-                "merge-engine=partial-update cannot merge it (Paimon refuses it too).")
-        out = None
-        for v in versions:
-            if v is not None:
-                out = v
-        return out
-    function = spec.aggregate_of(column)
-    delimiter = dict(spec.delimiters).get(column, ",")
-    acc, started = None, False
-    for v, retract in zip(versions, retracts):
-        if retract:
-            if function == "sum":
-                acc = acc if v is None else (-v if acc is None else acc - v)
-            elif function == "last_value":
-                acc = None
-            elif function == "last_non_null_value":
-                acc = acc if v is None else None
-            else:
-                raise UnsupportedTableError(
-                    f"the aggregate function {function} of column {column} cannot retract a -U/-D row "
-                    "(as in Paimon); set ignore-delete=true on the table to drop retractions.")
-            continue
-        if function == "sum":
-            acc = v if acc is None else (acc if v is None else acc + v)
-        elif function == "min":
-            acc = v if acc is None else (acc if v is None else min(acc, v))
-        elif function == "max":
-            acc = v if acc is None else (acc if v is None else max(acc, v))
-        elif function == "last_value":
-            acc = v
-        elif function == "last_non_null_value":
-            acc = acc if v is None else v
-        elif function == "first_value":
-            acc, started = (v, True) if not started else (acc, True)
-        elif function == "first_non_null_value":
-            acc = v if acc is None else acc
-        elif function == "bool_and":
-            acc = v if acc is None else (acc if v is None else (acc and v))
-        elif function == "bool_or":
-            acc = v if acc is None else (acc if v is None else (acc or v))
-        elif function == "listagg":  # null and blank values skipped, as Paimon
-            if v is not None and v.strip():
-                acc = v if acc is None else acc + delimiter + v
-        else:
-            raise UnsupportedTableError(f"lakesink does not merge the aggregate function {function}.")
-    return acc
-
 
 def read_bucket(task: KeyedCompactTask, schema: pa.Schema) -> pa.Table:
     """Every row of the bucket's files, cast to `schema`, with each file's age rank."""
@@ -407,7 +82,7 @@ def _read_files(task: KeyedCompactTask, paths, schema: pa.Schema, first_rank: in
     """The rows of `paths` as `schema` with each file's age rank (and level, given `levels`);
     only rows whose key is among `keys`, given them."""
     file_io = storage.file_io(task.output_dir, task.fs_options)
-    extra = [pa.field(_RANK, pa.int32())] + ([pa.field(_LEVEL, pa.int32())] if levels is not None else [])
+    extra = [pa.field(FILE_RANK, pa.int32())] + ([pa.field(_LEVEL, pa.int32())] if levels is not None else [])
     parts = []
     for i, path in enumerate(paths):
         with file_io.new_input_stream(path) as source:
@@ -417,7 +92,7 @@ def _read_files(task: KeyedCompactTask, paths, schema: pa.Schema, first_rank: in
             part = part.cast(schema)
         if keys is not None:
             part = part.join(keys, keys.column_names, join_type="left semi").select(schema.names).cast(schema)
-        part = part.append_column(_RANK, pa.array([first_rank + i] * part.num_rows, pa.int32()))
+        part = part.append_column(FILE_RANK, pa.array([first_rank + i] * part.num_rows, pa.int32()))
         if levels is not None:
             part = part.append_column(_LEVEL, pa.array([levels[i]] * part.num_rows, pa.int32()))
         parts.append(part)

@@ -8,7 +8,7 @@ with its write buffer, and writes level-0 key-value files (docs/keyed.md, "forma
                   ─ bucket = Paimon's bucket function of the bucket key (spark.arrow_bucket)
                   ─ buffered up to `write-buffer-size`, then flushed:
                       per (partition, bucket): sort by (key, sequence.field, input order) and
-                      merge each key's versions (paimon.lsm.merge: the last version, the first,
+                      merge each key's versions (paimon.merge_engines.merge: the last version, the first,
                       or partial-update / aggregation as Paimon's write buffer merges them)
                   ─ one key-value file per (partition, bucket) and flush: a sorted run at level 0
                     (+ with changelog-producer=input one changelog file of the flush's input rows)
@@ -42,9 +42,10 @@ from .. import storage
 from ..errors import ConfigurationError
 from ..paimon import intents, parquet_layout
 from ..paimon.datafiles import StagedFile, TableLayout, describe_parquet, with_encoding
-from ..paimon.keyed import (KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec,
+from ..paimon.keyed import (KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec, kv_schema,
                             null_key_refusal, row_kind_refusal, with_key_value_meta)
-from ..paimon.lsm import LsmOptions, kv_schema, merge_run
+from ..paimon.lsm_policy import LsmOptions
+from ..paimon.merge_engines import merge_run
 from .arrow import conform, partition_value
 from .arrow_bucket import bucket_ids
 from .tasks import ROW_GROUP_ROWS, check_job_alive
