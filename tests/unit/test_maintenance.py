@@ -210,6 +210,25 @@ def test_expiry_killed_half_way_leaves_a_readable_table_and_the_next_run_finishe
 
 
 # -- after commit, in the background -------------------------------------------
+def test_a_snapshot_expired_while_a_commit_reads_it_counts_as_gone(table_path, monkeypatch):
+    """Expiry deletes a snapshot between pypaimon's existence check and its read (the race that
+    failed a commit beside its own background maintenance): it is not found, nothing raises."""
+    writer = Writer(table_path)
+    for _ in range(3):
+        writer.commit()
+    table = maintenance.open_table(table_path)
+    read = table.file_io.read_file_utf8
+
+    def expired_meanwhile(path):
+        if path.endswith("/snapshot/snapshot-1") and os.path.exists(path):
+            os.remove(path)  # as expiry would, after the check saw the file
+        return read(path)
+    monkeypatch.setattr(table.file_io, "read_file_utf8", expired_meanwhile)
+    assert table.snapshot_manager().get_snapshot_by_id(1) is None
+    assert table.snapshot_manager().try_get_earliest_snapshot().id == 2
+    assert identity.last_committed(table, "writer") == 2
+
+
 def test_maintenance_runs_after_commits_in_the_background_and_bounds_the_snapshots(table_path):
     writer = Writer(table_path, {"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "4"},
                     background=True)

@@ -1,4 +1,5 @@
-"""Reading manifests written by older Paimon versions with pypaimon.
+"""pypaimon where lakesink needs more of it: manifests of older Paimon versions, and
+snapshots that expire while they are read.
 
 Paimon's manifests are Avro files. Each Paimon release may append fields to a
 manifest entry's `_FILE` record (1.1 added `_VALUE_STATS_COLS`, later releases
@@ -18,6 +19,14 @@ when the stats cover every column of the file's schema, which is exactly what
 an older writer's stats cover, so the defaults carry the right meaning.
 
 The wrapper only adds missing keys; records of current manifests pass unchanged.
+
+pypaimon's `SnapshotManager.get_snapshot_by_id` returns None for a snapshot that
+does not exist, but checks before it reads: a snapshot that expiry (lakesink's
+background maintenance, or another writer's) deletes in between raises
+`FileNotFoundError` instead, and with it `try_get_earliest_snapshot`, which a
+commit's replay check reads (seen in CI: a commit failed beside its own
+maintenance). `install()` makes such a snapshot what it is by then: not found.
+
 `install()` is idempotent and is called by `tables.open_table`, the one place
 lakesink opens tables (drivers, tasks and reader processes alike).
 """
@@ -73,4 +82,20 @@ def install() -> None:
         read_manifest_records.__wrapped__ = original  # type: ignore[attr-defined]
         # ManifestFileManager.read_entries looks the function up in its module at call time.
         module._read_manifest_records = read_manifest_records
+        _tolerate_expiring_snapshots()
         _installed = True
+
+
+def _tolerate_expiring_snapshots() -> None:
+    from pypaimon.snapshot.snapshot_manager import SnapshotManager
+
+    original = SnapshotManager.get_snapshot_by_id
+
+    def get_snapshot_by_id(self, snapshot_id):
+        try:
+            return original(self, snapshot_id)
+        except FileNotFoundError:  # expired between pypaimon's existence check and its read
+            return None
+
+    get_snapshot_by_id.__wrapped__ = original  # type: ignore[attr-defined]
+    SnapshotManager.get_snapshot_by_id = get_snapshot_by_id
