@@ -1,0 +1,5 @@
+"""`python -m lakesink.cli`: the `lakesink` command."""
+
+from . import main
+
+raise SystemExit(main())
