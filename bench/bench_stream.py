@@ -27,6 +27,8 @@ def _run_query(start, seconds: float):
     query = start()
     time.sleep(seconds)
     query.stop()
+    if query.exception() is not None:  # a failed query would leave its figures out silently
+        raise RuntimeError(f"benchmark query failed: {query.exception()}")
     progress = [p for p in query.recentProgress if p.get("numInputRows", 0) > 0]
     durations = [p["durationMs"]["triggerExecution"] for p in progress]
     return query, durations

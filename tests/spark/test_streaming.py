@@ -338,3 +338,61 @@ def test_a_pipelined_cdc_stream_into_a_primary_key_table_ends_in_the_sources_fin
     assert not list(Path(checkpoint, "lakesink").glob("pending-*.json"))
     assert leftover_files(table) == set()
 
+
+
+def _interrupted_call(spark):
+    """A real Py4JJavaError of a JVM call interrupted as query.stop() interrupts a batch's job."""
+    from py4j.protocol import Py4JJavaError
+    jvm = spark.sparkContext._jvm
+    jvm.java.lang.Thread.currentThread().interrupt()  # this Python thread's JVM thread (pinned)
+    with pytest.raises(Py4JJavaError) as caught:
+        jvm.java.lang.Thread.sleep(1)
+    return caught.value
+
+
+def _spark_sees_a_stop(spark, traceback_text: str) -> bool:
+    """Spark's own test of a foreachBatch failure: was the query stopped (StreamExecution, Spark 4.x)?
+    The text reaches it as py4j's Py4JException of the Python callback."""
+    jvm = spark.sparkContext._jvm
+    error = jvm.py4j.Py4JException("An exception was raised by the Python Proxy. Return Message: " + traceback_text)
+    for name in ("org.apache.spark.sql.execution.streaming.runtime.StreamExecution",
+                 "org.apache.spark.sql.execution.streaming.StreamExecution"):
+        owner = jvm.org.apache.spark.util.Utils.classForName(name + "$", True, False)
+        if owner is not None:
+            module = owner.getField("MODULE$").get(None)
+            return module.isInterruptionException(error, spark.sparkContext._jsc.sc())
+    pytest.fail("Spark's StreamExecution was not found")
+
+
+def _formatted(exc: BaseException) -> str:
+    """The traceback py4j's callback server hands to Java for an exception a foreachBatch raised."""
+    import traceback
+    try:
+        raise exc
+    except BaseException:
+        return traceback.format_exc()
+
+
+def test_a_stop_inside_a_fast_path_batch_is_one_spark_recognises_without_overflowing(spark):
+    # An interrupted Spark job's Py4JJavaError carries ~10 KB of JVM frames; Spark's regex over it
+    # recursed once per character and the stream thread died of a StackOverflowError on stop.
+    from py4j.protocol import Py4JJavaError
+    from lakesink.spark.streaming import StreamStopped, stopped_by_interrupt
+
+    interrupted = _interrupted_call(spark)
+    stopped = stopped_by_interrupt(interrupted, 7)
+    assert isinstance(stopped, StreamStopped) and "micro-batch 7" in str(stopped)
+    assert "java.lang.InterruptedException" in str(stopped)
+    text = _formatted(stopped)
+    assert len(text) < 2_000, text
+    assert _spark_sees_a_stop(spark, text)
+    # What the batch raised before: the real error, its JVM frames as long as a job's.
+    raw = _formatted(interrupted) + "\tat org.apache.spark.scheduler.DAGScheduler.runJob(DAGScheduler.scala:1)\n" * 150
+    with pytest.raises(Py4JJavaError, match="StackOverflowError"):
+        _spark_sees_a_stop(spark, raw)
+    # Other failures pass through unchanged, reported by Spark as the query's failure.
+    assert stopped_by_interrupt(ValueError("bad row"), 7) is None
+    with pytest.raises(Py4JJavaError) as other:
+        spark.sparkContext._jvm.java.lang.Class.forName("no.such.Class")
+    assert stopped_by_interrupt(other.value, 7) is None
+    assert not _spark_sees_a_stop(spark, _formatted(other.value))

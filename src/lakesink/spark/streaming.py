@@ -133,6 +133,42 @@ class FastStreamSink:
         wait_for_rounds(self.sink.checkpoint)
 
 
+# Spark's JVM exceptions that mean "the query is being stopped" (StreamExecution.IO_EXCEPTION_NAMES).
+INTERRUPTIONS = ("java.lang.InterruptedException", "java.io.InterruptedIOException",
+                 "java.nio.channels.ClosedByInterruptException")
+
+
+class StreamStopped(RuntimeError):
+    """A micro-batch cut short because its query is stopping (query.stop())."""
+
+
+def stopped_by_interrupt(exc: BaseException, batch_id: int) -> StreamStopped | None:
+    """`exc`, a JVM call of this batch interrupted by query.stop(), as a short StreamStopped (else None).
+
+    Spark recognises a stop inside foreachBatch by matching the Python traceback against
+    `py4j.protocol.Py4JJavaError: An error occurred while calling((.|\\r\\n|\\r|\\n)*)<interruption>`,
+    a regex that recurses once per character: on the ~10 KB traceback of an interrupted Spark
+    job it overflows the stream thread's stack, which then dies printing a StackOverflowError
+    instead of stopping quietly. This message keeps the part Spark looks for and a few words.
+    """
+    from py4j.protocol import Py4JJavaError
+    if not isinstance(exc, Py4JJavaError):
+        return None
+    try:
+        text = str(exc)  # asks the JVM for its stack trace
+    except Exception:  # noqa: BLE001 - the gateway is gone: Spark reports that itself
+        return None
+    head, _, trace = text.partition("\n")
+    thrown = [line.removeprefix(": ").removeprefix("Caused by: ").split(":", 1)[0].strip()
+              for line in trace.splitlines() if line.startswith((": ", "Caused by: "))]
+    thrown = next((name for name in thrown if name in INTERRUPTIONS), None)
+    if thrown is None:
+        return None
+    call = head.removeprefix("An error occurred while calling").strip().rstrip(".")
+    return StreamStopped(f"micro-batch {batch_id} stopped with its query (nothing of it was committed): "
+                         f"py4j.protocol.Py4JJavaError: An error occurred while calling {call}: {thrown}")
+
+
 def _task_spec(sink: StreamSink) -> KeyedTaskSpec | None:
     """What the one-task write of a micro-batch needs (None: `write.keyed-shuffle=true`, or a table only
     the shuffle writes: nanosecond timestamps, which `auto` then always shuffles)."""
@@ -186,7 +222,16 @@ def stream(df, path: str, checkpoint: str, trigger: str | None = None, *,
 def start_foreach_batch(df, handler, checkpoint: str, trigger_args: dict | None, query_name: str | None):
     """Start `df` into `handler` (a foreachBatch function); `query.lakesink_sink` is the handler
     (its reports; `close()` waits for pipelined commits)."""
-    writer = df.writeStream.foreachBatch(handler).option("checkpointLocation", checkpoint).outputMode("append")
+    def run(batch_df, batch_id: int) -> None:
+        try:
+            handler(batch_df, batch_id)
+        except Exception as exc:
+            stopped = stopped_by_interrupt(exc, batch_id)
+            if stopped is not None:
+                raise stopped from None
+            raise
+
+    writer = df.writeStream.foreachBatch(run).option("checkpointLocation", checkpoint).outputMode("append")
     if query_name:
         writer = writer.queryName(query_name)
     if trigger_args is not None:
