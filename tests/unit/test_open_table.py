@@ -75,3 +75,25 @@ def test_a_schema_directory_that_never_gets_a_schema_file_is_still_no_table(tmp_
     (path / "schema").mkdir(parents=True)
     with pytest.raises(NotAPaimonTableError, match="holds no schema file"):
         tables.open_table(str(path))
+
+
+def test_a_table_dropped_and_created_again_at_its_path_opens_with_its_new_schema(tmp_path):
+    """Parsed schema files are kept (a driver opens its table several times a micro-batch), by
+    path, size and time: a table created again at the same path, or given a new schema, opens
+    with that schema, never the one kept."""
+    import shutil
+
+    from pypaimon.schema.schema_change import SchemaChange
+    from pypaimon.schema.data_types import AtomicType
+
+    path = str(tmp_path / "db.db" / "t")
+    tables.create_table(path, SCHEMA, [], [], {})
+    assert [f.name for f in tables.open_table(path).table_schema.fields] == ["id"]
+    assert tables.open_table(path).table_schema is tables.open_table(path).table_schema  # kept
+    shutil.rmtree(path)
+    tables.create_table(path, pa.schema([("id", pa.int64()), ("name", pa.string())]), [], [], {"bucket": "-1"})
+    table = tables.open_table(path)
+    assert [f.name for f in table.table_schema.fields] == ["id", "name"]
+    table.schema_manager.commit_changes([SchemaChange.add_column("extra", AtomicType("INT"))])
+    assert [f.name for f in tables.open_table(path).table_schema.fields] == ["id", "name", "extra"]
+    assert tables.open_table(path).table_schema.id == 1
