@@ -382,6 +382,17 @@ def table_path_of(table, staged: StagedFile) -> str:
     return canonical_data_file_path(table, staged.partition, staged.bucket, staged.meta.file_name)
 
 
+class PathsOf:
+    """`table` as `table_path_of` reads it, its path factory made once: pypaimon makes one per
+    call, twice a file (a keyed micro-batch places a file per bucket and task)."""
+
+    def __init__(self, table):
+        self._factory = table.path_factory()
+
+    def path_factory(self):
+        return self._factory
+
+
 def _move_local(source: str, final: str) -> None:
     """Rename `source` to `final` (its directory made if missing); a source already gone whose
     final file exists was moved by an earlier attempt (a restore after a crash)."""
@@ -402,11 +413,12 @@ def place(table, files: list[StagedFile], threads: int = 8) -> None:
     # keyed micro-batch moves a file per bucket and task: ~0.6 ms each through the file IO).
     local = storage.is_local(table.table_path)
     remote = not local and getattr(file_io, "filesystem", None) is not None
+    paths = PathsOf(table)
 
     def move(staged: StagedFile) -> None:
         if staged.staged_path is None:
             return
-        final = table_path_of(table, staged)
+        final = table_path_of(paths, staged)
         if remote:
             # An object store has no directories to make and no rename: one COPY and one
             # DELETE, without the existence checks around them (a HEAD and a LIST each).
