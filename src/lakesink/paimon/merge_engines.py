@@ -22,12 +22,15 @@ from .lsm_policy import LsmOptions
 FILE_RANK = "_lakesink_file_rank"  # the column holding each row's file age (oldest lowest)
 
 
-def merge(data: pa.Table, spec: KeyedSpec, lsm: LsmOptions, drop_deletes: bool = True) -> pa.Table:
+def merge(data: pa.Table, spec: KeyedSpec, lsm: LsmOptions, drop_deletes: bool = True,
+          key_determined: tuple[str, ...] = ()) -> pa.Table:
     """The surviving version of every key, sorted by key; retractions dropped with `drop_deletes`
     (output at the bucket's highest non-empty level), else kept to cancel older versions below.
 
     `data` holds the rows of all files of one bucket with a `_lakesink_file_rank` column (file
-    age, oldest lowest); the result has the columns of `data` but that one.
+    age, oldest lowest); the result has the columns of `data` but that one. `key_determined`:
+    further columns that are the same in every version of a key (a writer's bucket column), kept
+    from the version that survives, never merged as values.
     """
     retract = pc.is_in(data.column(VALUE_KIND), pa.array(RETRACT_KINDS, pa.int8()))
     if lsm.ignore_delete:
@@ -51,7 +54,7 @@ def merge(data: pa.Table, spec: KeyedSpec, lsm: LsmOptions, drop_deletes: bool =
         if lsm.merge_engine == "first-row":   # the first version of each key
             keep = pa.concat_arrays([pa.array([True])] + differs.chunks)
         elif lsm.merge_engine in ("partial-update", "aggregation"):
-            data = _merge_versions(data, spec, differs, keys)
+            data = _merge_versions(data, spec, differs, [*keys, *key_determined])
             keep = None
         else:                                   # deduplicate: the last
             keep = pa.concat_arrays(differs.chunks + [pa.array([True])])
@@ -95,10 +98,11 @@ def _merge_versions(data: pa.Table, spec: KeyedSpec, differs: pa.ChunkedArray, k
     return out.take(pc.sort_indices(out, sort_keys=[(k, "ascending") for k in keys]))
 
 
-def merge_run(rows: pa.Table, spec: KeyedSpec, lsm: LsmOptions, drop_deletes: bool = False) -> pa.Table:
+def merge_run(rows: pa.Table, spec: KeyedSpec, lsm: LsmOptions, drop_deletes: bool = False,
+              key_determined: tuple[str, ...] = ()) -> pa.Table:
     """`merge` of the rows of one sorted run in the making (a writer's buffer): one file rank."""
     return merge(rows.append_column(FILE_RANK, pa.repeat(pa.scalar(0, pa.int32()), rows.num_rows)), spec, lsm,
-                 drop_deletes)
+                 drop_deletes, key_determined)
 
 
 def merge_field(spec: KeyedSpec, column: str, versions: list, retracts: list):

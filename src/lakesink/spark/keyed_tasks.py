@@ -175,20 +175,23 @@ class KeyedTaskWriter:
         if flush >= 1 << SEQUENCE_SHIFT:
             raise ConfigurationError(f"a task flushed its write buffer more than 2^{SEQUENCE_SHIFT} times in one "
                                      "write; raise write-buffer-size or repartition the input.")
-        groups = list(_groups(data, list(self.spec.layout.partition_keys)))
+        partition_keys = list(self.spec.layout.partition_keys)
+        groups = None if self.keyed.has_primary_key else list(_groups(data, partition_keys))
         if self.intent is not None:  # the flush's files named before any is written: one PUT per flush
-            self._names = {(p, b, kind): self._file_name(kind, flush) for (p, b), _ in groups
+            pairs = [pb for pb, _ in groups] if groups is not None else _group_keys(data, partition_keys)
+            self._names = {(p, b, kind): self._file_name(kind, flush) for p, b in pairs
                            for kind in self._kinds_written()}
             self.intent.declare(intents.data_file_path(self.spec.paths, p, b, name)
                                 for (p, b, _), name in self._names.items())
         if not self.spec.create_dir:
             check_job_alive(self.file_io, self.spec.staging_dir, written=self._intent_paths())
+        if groups is None:
+            for partition, rows in _partitions(data, partition_keys):
+                self._write_runs(rows, partition, flush)
+            return
         for (partition, bucket), rows in groups:
-            if self.keyed.has_primary_key:
-                self._write_run(rows, partition, bucket, flush)
-            else:
-                rows = rows.take(pc.sort_indices(rows, [(_ORDER, "ascending")])).select(self.schema.names)
-                self._write_file(rows, self.schema, partition, bucket, flush, "data")
+            rows = rows.take(pc.sort_indices(rows, [(_ORDER, "ascending")])).select(self.schema.names)
+            self._write_file(rows, self.schema, partition, bucket, flush, "data")
 
     def _kinds_written(self) -> tuple[str, ...]:
         if self.keyed.has_primary_key and self.keyed.changelog_producer == "input":
@@ -203,7 +206,10 @@ class KeyedTaskWriter:
     def _intent_paths(self) -> list[str]:
         return [self.intent.path] if self.intent is not None else []
 
-    def _write_run(self, rows: pa.Table, partition: tuple, bucket: int, flush: int) -> None:
+    def _write_runs(self, rows: pa.Table, partition: tuple, flush: int) -> None:
+        """One partition's rows of a flush → a sorted run per bucket. The rows merge once, all
+        buckets together (a key lies in one bucket), then split by bucket: a merge per bucket
+        cost as much again in per-call overhead on a micro-batch's few rows per bucket."""
         keyed = self.keyed
         schema = self.kv_schema
         # Input order is each version's sequence number while merging; the files get the flush's.
@@ -212,15 +218,20 @@ class KeyedTaskWriter:
         columns[VALUE_KIND] = rows.column(_KIND)
         columns.update({name: rows.column(name) for name in self.schema.names})
         kv = pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
-        sequence = self.spec.plan.base(partition, bucket) + (self.partition_id << SEQUENCE_SHIFT) + flush
-        merged = merge_run(kv, keyed, self.lsm)
-        self._write_file(_with_sequence(merged.select(schema.names), sequence), schema, partition, bucket,
-                         flush, "data")
+        kv = kv.append_column(_BUCKET, rows.column(_BUCKET))
+        merged = merge_run(kv, keyed, self.lsm, key_determined=(_BUCKET,))
+        changes = None
         if keyed.changelog_producer == "input":  # every input row as it came, sorted by key then order
             order = ([(KEY_PREFIX + k, "ascending") for k in keyed.trimmed_keys]
                      + [(c, "ascending") for c in keyed.sequence_fields] + [(SEQUENCE, "ascending")])
-            changes = kv.take(pc.sort_indices(kv, sort_keys=order, null_placement="at_start"))
-            self._write_file(_with_sequence(changes, sequence), schema, partition, bucket, flush, "changelog")
+            changes = dict(_by_bucket(kv.take(pc.sort_indices(kv, sort_keys=order, null_placement="at_start"))))
+        for bucket, run in _by_bucket(merged):
+            sequence = self.spec.plan.base(partition, bucket) + (self.partition_id << SEQUENCE_SHIFT) + flush
+            self._write_file(_with_sequence(run.select(schema.names), sequence), schema, partition, bucket,
+                             flush, "data")
+            if changes is not None:
+                self._write_file(_with_sequence(changes[bucket].select(schema.names), sequence), schema, partition,
+                                 bucket, flush, "changelog")
 
     def _write_file(self, rows: pa.Table, schema: pa.Schema, partition: tuple, bucket: int, flush: int,
                     kind: str) -> None:
@@ -283,6 +294,39 @@ def _groups(data: pa.Table, partition_keys: list[str]):
     for i in range(groups.num_rows):
         partition = tuple(partition_value(column[i]) for column in values)
         yield (partition, buckets[i]), data.take(lists[i].values)
+
+
+def _group_keys(data: pa.Table, partition_keys: list[str]) -> list[tuple]:
+    """The (partition tuple, bucket) pairs one flush writes."""
+    keys = [*partition_keys, _BUCKET]
+    groups = data.select(keys).group_by(keys, use_threads=False).aggregate([])
+    values = [groups.column(k).to_pylist() for k in partition_keys]
+    return [(tuple(partition_value(column[i]) for column in values), bucket)
+            for i, bucket in enumerate(groups.column(_BUCKET).to_pylist())]
+
+
+def _partitions(data: pa.Table, partition_keys: list[str]):
+    """(partition tuple, its rows in input order) of one flush."""
+    if not partition_keys:
+        yield (), data
+        return
+    indexed = data.select(partition_keys).append_column("__row", pa.array(np.arange(data.num_rows, dtype=np.int64)))
+    groups = indexed.group_by(partition_keys, use_threads=False).aggregate([("__row", "list")])
+    lists = groups.column("__row_list")
+    values = [groups.column(k).to_pylist() for k in partition_keys]
+    for i in range(groups.num_rows):
+        yield tuple(partition_value(column[i]) for column in values), data.take(lists[i].values)
+
+
+def _by_bucket(rows: pa.Table):
+    """(bucket, its rows in their order) of rows carrying a bucket column."""
+    buckets = rows.column(_BUCKET)
+    order = pc.sort_indices(buckets)  # stable: each bucket's rows keep their (key) order
+    ordered = buckets.take(order).to_numpy()
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(ordered) else []
+    ends = list(starts[1:]) + [len(ordered)]
+    for start, end in zip(starts, ends):
+        yield int(ordered[start]), rows.take(order.slice(start, end - start))
 
 
 def _with_sequence(rows: pa.Table, sequence: int) -> pa.Table:
