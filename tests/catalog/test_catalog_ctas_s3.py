@@ -162,7 +162,7 @@ def test_a_write_by_name_cannot_create_a_name_a_create_table_as_holds(cat):
         from lakesink.paimon import tables
         write_rows(staged.staging_path, [1], cat.config.fs_options)
         schema = tables.open_table(staged.staging_path, cat.config.fs_options).table_schema
-        from lakesink.paimon.catalog import TableName
+        from lakesink.paimon.catalog_names import TableName
         with pytest.raises(TableAlreadyExistsError, match="being created by a CREATE TABLE AS"):
             cat.register(TableName("shop", "daily"), schema)  # what a write creating the name does
         assert cat.list_tables("shop") == [] and pa is not None
@@ -248,7 +248,8 @@ def test_a_registration_racing_an_uncommitted_reservation_waits_for_it_and_then_
     """The write-skew case: a reservation INSERTed but not yet committed. A registration that only
     SELECTed reservations would not see it (PostgreSQL's READ COMMITTED) and both would commit; the
     guard's INSERT of the same key waits for the reservation's transaction, then fails."""
-    from lakesink.paimon.catalog import TableName, connect
+    from lakesink.paimon.catalog_config import connect
+    from lakesink.paimon.catalog_names import TableName
 
     write_rows(str(tmp_path / "other"), [1])
     from lakesink.paimon import tables

@@ -211,7 +211,8 @@ def test_inside_pypaimons_retry_loop_a_timed_out_lock_is_not_waited_for_again(jd
 
 def test_where_the_storage_has_no_atomic_create_the_catalog_lock_makes_writes_possible():
     from lakesink.errors import UnsafePublicationError
-    from lakesink.paimon.catalog import CatalogConfig, TableName
+    from lakesink.paimon.catalog_config import CatalogConfig
+    from lakesink.paimon.catalog_names import TableName
     from lakesink.paimon.publish import publication_kind
 
     config = CatalogConfig.parse({"metastore": "jdbc", "uri": "jdbc:sqlite:/nowhere/catalog.db",
@@ -224,7 +225,7 @@ def test_where_the_storage_has_no_atomic_create_the_catalog_lock_makes_writes_po
 
 def test_lock_enabled_follows_paimons_default_and_belongs_to_jdbc_catalogs():
     from lakesink.errors import ConfigurationError
-    from lakesink.paimon.catalog import CatalogConfig
+    from lakesink.paimon.catalog_config import CatalogConfig
 
     def enabled(warehouse: str, **extra) -> bool:
         return CatalogConfig.parse({"metastore": "jdbc", "uri": "jdbc:sqlite:/x.db", "warehouse": warehouse,

@@ -29,125 +29,25 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .. import options as registry
 from .. import storage
-from ..errors import (AmbiguousTableNameError, CatalogInconsistencyError, CommitStateUnknownError,
-                      ConfigurationError, DatabaseConnectionError, DatabaseNotFoundError,
-                      NotAPaimonTableError, TableNotFoundError)
-from . import catalog_lock, reservations, tables
+from ..errors import (AmbiguousTableNameError, CatalogInconsistencyError, ConfigurationError,
+                      DatabaseConnectionError, DatabaseNotFoundError, NotAPaimonTableError, TableNotFoundError)
+from . import reservations, tables
+from .catalog_cleanup import clean_catalog_staging
+from .catalog_config import CatalogConfig, connect
+from .catalog_lock import first_line
+from .catalog_names import DEFAULT_DATABASE, PURPOSES, TableName, is_path, local_table, split_name
+from .catalog_rows import connection_lost, insert_entry, is_driver_error
 from .staged import MARKER as STAGED_MARKER
-from .staged import STAGING_INFIX, abandoned, clean_staging, local_dir, read_marker
 
 log = logging.getLogger(__name__)
 
-DEFAULT_DATABASE = "default"
-JDBC_SCHEMES = ("jdbc:sqlite:", "jdbc:postgresql:", "jdbc:mysql:")
-# Options of the JDBC catalog lock besides lock.enabled (catalog_lock.py).
-LOCK_KEYS = ("lock-acquire-timeout", "lock-check-max-sleep", "lock-key-max-length")
-PURPOSES = ("read", "write", "create", "drop", "locate")
-
-
-def is_path(text: str) -> bool:
-    """The first step of the rule: anything holding a path separator is a path."""
-    return "/" in text or "\\" in text
-
-
-# ------------------------------------------------------------------ configuration
-
-@dataclass(frozen=True)
-class CatalogConfig:
-    """Checked catalog options (hashable, picklable: tasks and commit processes carry it)."""
-
-    items: tuple[tuple[str, str], ...]
-
-    @classmethod
-    def parse(cls, raw: Mapping[str, object]) -> CatalogConfig:
-        opts = registry.catalog_options(raw)
-        if not opts.get("warehouse"):
-            raise ConfigurationError("Catalog option 'warehouse' is required: the root of the catalog's tables, "
-                                     "e.g. {'warehouse': '/data/wh'}.", option="warehouse")
-        metastore = opts.get("metastore", "filesystem")
-        jdbc_keys = sorted(k for k in opts if k == "uri" or k.startswith(registry.CATALOG_FAMILY_PREFIX)
-                           or k in ("catalog-key", "sync-all-properties") + LOCK_KEYS
-                           or (k == "lock.enabled" and opts[k] == "true"))
-        if metastore == "filesystem" and jdbc_keys:
-            raise ConfigurationError(
-                f"Catalog option(s) {', '.join(jdbc_keys)} belong to a JDBC catalog, but metastore is "
-                "'filesystem': add 'metastore': 'jdbc'.", option=jdbc_keys[0])
-        if metastore == "jdbc":
-            uri = opts.get("uri")
-            if not uri:
-                raise ConfigurationError("A JDBC catalog needs option 'uri', e.g. 'jdbc:sqlite:/data/wh/catalog.db' "
-                                         "or 'jdbc:postgresql://host:5432/db'.", option="uri")
-            if not uri.startswith(JDBC_SCHEMES):
-                raise ConfigurationError(f"Catalog option 'uri' has invalid value {uri!r}: expected a "
-                                         f"{', '.join(s + '...' for s in JDBC_SCHEMES)} URI.", option="uri")
-        opts["warehouse"] = storage.normalize(opts["warehouse"])
-        return cls(tuple(sorted(opts.items())))
-
-    @property
-    def options(self) -> dict[str, str]:
-        return dict(self.items)
-
-    @property
-    def metastore(self) -> str:
-        return self.options.get("metastore", "filesystem")
-
-    @property
-    def name(self) -> str:
-        return self.options.get("name", registry.option("name").default)
-
-    @property
-    def warehouse(self) -> str:
-        return self.options["warehouse"]
-
-    @property
-    def fs_options(self) -> dict[str, str]:
-        """The storage options among the catalog's: how to reach the warehouse's files."""
-        return {k: v for k, v in self.items if registry.is_storage_option(k)}
-
-    @property
-    def lock_enabled(self) -> bool:
-        """Whether commits of tables resolved by name take the JDBC catalog lock: `lock.enabled`, or
-        unset, Paimon's default (on for a warehouse on an object store)."""
-        if self.metastore != "jdbc":
-            return False
-        value = self.options.get("lock.enabled")
-        return catalog_lock.default_enabled(self.warehouse) if value is None else value == "true"
-
-    def lock(self, name: TableName) -> catalog_lock.CatalogLock | None:
-        """The catalog lock of table `name`, if this catalog guards commits."""
-        if not self.lock_enabled:
-            return None
-        opts = self.options
-        typed = {key: registry.table_value(opts, key) for key in LOCK_KEYS}
-        connection = tuple(sorted((k, v) for k, v in self.items
-                                  if k == "uri" or k.startswith(registry.CATALOG_FAMILY_PREFIX)))
-        return catalog_lock.CatalogLock(
-            connection, opts.get("catalog-key", registry.option("catalog-key").default), name.database,
-            name.table, typed["lock-acquire-timeout"], typed["lock-check-max-sleep"],
-            typed["lock-key-max-length"])
-
-    def fs_options_of(self, name: TableName) -> dict[str, str]:
-        """How to reach table `name`: the storage options, and its catalog lock when there is one
-        (it travels with them to every process that commits the table)."""
-        lock = self.lock(name)
-        return self.fs_options if lock is None else {**self.fs_options, catalog_lock.OPTION: lock.to_option()}
-
-    def pypaimon_options(self) -> dict[str, str]:
-        return {k: v for k, v in self.items if k != "name"}
-
-    def describe(self) -> str:
-        """For messages: never the password."""
-        where = self.options.get("uri") if self.metastore == "jdbc" else None
-        return f"{self.metastore} catalog {self.name!r}" + (f" ({where})" if where else "") + \
-            f", warehouse {self.warehouse}"
+__all__ = ["Catalog", "CatalogConfig", "CatalogEntry", "ResolvedTable", "TableName", "is_path", "open_catalog",
+           "resolve"]
 
 
 # ------------------------------------------------------------------ opening
@@ -171,42 +71,6 @@ def open_catalog(config: CatalogConfig | Mapping[str, object]) -> Catalog:
             catalog = Catalog(config)
             _open[config] = catalog
         return catalog
-
-
-def connect(config: CatalogConfig):
-    """A new pypaimon catalog (for a JDBC catalog: a connection of its own). Unreachable → a
-    `DatabaseConnectionError` naming the database, never its password."""
-    from pypaimon import CatalogFactory
-    try:
-        return CatalogFactory.create(config.pypaimon_options())
-    except ImportError as exc:
-        raise ConfigurationError(f"{config.describe()}: {exc} (pip install 'lakesink[postgres]' for "
-                                 "PostgreSQL).") from exc
-    except Exception as exc:  # noqa: BLE001 - DB-API drivers raise their own error classes
-        if config.metastore == "jdbc":
-            raise DatabaseConnectionError(f"Cannot reach the catalog database of the {config.describe()}: "
-                                          f"{_first_line(exc)}. Nothing was changed.") from exc
-        raise ConfigurationError(f"Cannot open the {config.describe()}: {_first_line(exc)}") from exc
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
-
-
-# ------------------------------------------------------------------ resolution
-
-@dataclass(frozen=True)
-class TableName:
-    database: str
-    table: str
-
-    def __str__(self) -> str:
-        return f"{self.database}.{self.table}"
-
-    def identifier(self):
-        from pypaimon.common.identifier import Identifier
-        return Identifier.create(self.database, self.table)
 
 
 @dataclass(frozen=True)
@@ -314,15 +178,15 @@ class Catalog:
                         return method(self._paimon)
                     return getattr(self._paimon, method)(*args)
                 except Exception as exc:
-                    if not (self.is_jdbc and _is_driver_error(exc)):
+                    if not (self.is_jdbc and is_driver_error(exc)):
                         raise
                     self._rollback()
-                    if attempt == 1 and _connection_lost(self._paimon):
-                        log.info("catalog connection lost (%s): reconnecting", _first_line(exc))
+                    if attempt == 1 and connection_lost(self._paimon):
+                        log.info("catalog connection lost (%s): reconnecting", first_line(exc))
                         self._paimon = connect(self.config)
                         continue
                     raise DatabaseConnectionError(f"The catalog database of the {self.config.describe()} "
-                                                  f"failed: {_first_line(exc)}") from exc
+                                                  f"failed: {first_line(exc)}") from exc
                 finally:
                     if self.is_jdbc:
                         self._rollback()
@@ -335,7 +199,7 @@ class Catalog:
 
     # -- names ---------------------------------------------------------------
     def parse_name(self, text: str) -> TableName:
-        parts = _split_name(text)
+        parts = split_name(text)
         if len(parts) == 3:
             if parts[0] != self.name:
                 raise ConfigurationError(
@@ -363,7 +227,7 @@ class Catalog:
         if is_path(text):
             return ResolvedTable(storage.normalize(text))
         name = self.parse_name(text)
-        if _local_table(text):
+        if local_table(text):
             raise AmbiguousTableNameError(
                 f"{text!r} is both a table name in the {self.config.describe()} and a Paimon table in the "
                 f"working directory ({os.path.abspath(text)}). Write './{text}' for the directory, or "
@@ -523,157 +387,3 @@ class Catalog:
         """Remove what interrupted CREATE TABLE AS jobs left in the catalog's databases (staged
         tables, and JDBC publications that never reached the catalog). Returns what was removed."""
         return clean_catalog_staging(self, older_than_s, dry_run)
-
-
-def _split_name(text: str) -> list[str]:
-    """`a.b.c` → [a, b, c]; backquoted parts may hold dots (``a.`b.c` `` → [a, b.c])."""
-    parts, current, quoted, i = [], "", False, 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "`":
-            if quoted and i + 1 < len(text) and text[i + 1] == "`":
-                current += "`"
-                i += 2
-                continue
-            quoted = not quoted
-        elif ch == "." and not quoted:
-            parts.append(current.strip())
-            current = ""
-        else:
-            current += ch
-        i += 1
-    if quoted:
-        raise ConfigurationError(f"{text!r}: unbalanced backquote in a table name.", table=text)
-    parts.append(current.strip())
-    return parts
-
-
-def _local_table(text: str) -> bool:
-    """A relative path of that spelling holds a Paimon table (the ambiguity the rule refuses)."""
-    return os.path.isdir(os.path.join(text, "schema"))
-
-
-def _connection_lost(paimon) -> bool:
-    """The DB-API connection under a pypaimon JDBC catalog is closed or broken."""
-    conn = paimon.connection.connection
-    closed = getattr(conn, "closed", False)  # psycopg: True / non-zero once closed or broken
-    if closed:
-        return True
-    try:
-        conn.cursor().close()  # sqlite3: ProgrammingError on a closed connection
-        return False
-    except Exception:  # noqa: BLE001
-        return True
-
-
-def _is_driver_error(exc: BaseException) -> bool:
-    """An error of a DB-API driver (sqlite3, psycopg, ...): they all derive from their module's Error."""
-    module = type(exc).__module__.split(".")[0]
-    return module in ("sqlite3", "psycopg", "psycopg2", "pymysql", "mysql")
-
-
-# ------------------------------------------------------------------ JDBC entries
-
-def _busy(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
-
-
-def insert_entry(paimon, name: TableName, schema, config: CatalogConfig,
-                 inside: Callable[[], None] | None = None, attempts: int = 50) -> bool:
-    """Insert the table's row into Paimon's `paimon_tables` (and its properties, as pypaimon's
-    `create_table` does) and run `inside` in the same transaction, then commit.
-
-    The row's primary key decides between concurrent creators: returns False, having done nothing,
-    when the row exists (another writer won). A failure after `inside` ran rolls back the row; a
-    failed COMMIT is a `CommitStateUnknownError` (the row may exist: nothing is undone).
-    """
-    conn = paimon.connection
-    identifier = name.identifier()
-    for attempt in range(attempts):
-        try:
-            conn.execute("INSERT INTO paimon_tables (catalog_key, database_name, table_name) VALUES (?, ?, ?)",
-                         (paimon.catalog_key, name.database, name.table))
-            if paimon._sync_all_properties():
-                paimon._insert_table_properties(identifier, paimon._collect_table_properties(schema))
-            break
-        except Exception as exc:  # noqa: BLE001 - the driver's IntegrityError, or a busy SQLite
-            _rollback(conn)
-            try:
-                if paimon._table_exists(identifier):
-                    return False
-            except Exception:  # noqa: BLE001
-                _rollback(conn)
-            if _busy(exc) and attempt + 1 < attempts:
-                time.sleep(min(0.05 * (attempt + 1), 0.5))
-                continue
-            raise DatabaseConnectionError(f"Cannot enter {name} into the {config.describe()}: "
-                                          f"{_first_line(exc)}. Nothing was changed.", table=str(name)) from exc
-    try:
-        if inside is not None:
-            inside()
-    except BaseException:
-        _rollback(conn)
-        raise
-    try:
-        conn.connection.commit()
-    except Exception as exc:  # noqa: BLE001
-        raise CommitStateUnknownError(
-            f"Entering {name} into the {config.describe()}: the database's COMMIT failed ({_first_line(exc)}); "
-            "the entry may or may not exist. Nothing was deleted: look at the catalog, and run "
-            "lakesink.catalog(spark).clean_staging() if it has no entry.", table=str(name)) from exc
-    return True
-
-
-def _rollback(conn) -> None:
-    try:
-        conn.connection.rollback()
-    except Exception:  # noqa: BLE001 - a broken connection rolls back on its own
-        pass
-
-
-def update_properties(paimon, name: TableName, schema) -> None:
-    """Rewrite a JDBC table's properties from its (new) schema, as pypaimon's `alter_table` does."""
-    if not paimon._sync_all_properties():
-        return
-    conn = paimon.connection
-    with conn.transaction():
-        conn.execute("DELETE FROM paimon_table_properties WHERE catalog_key = ? AND database_name = ? "
-                     "AND table_name = ?", (paimon.catalog_key, name.database, name.table))
-        paimon._insert_table_properties(name.identifier(), paimon._collect_table_properties(schema))
-
-
-def clean_catalog_staging(catalog: Catalog, older_than_s: float = 3600.0, dry_run: bool = False) -> list[str]:
-    """What interrupted CREATE TABLE AS jobs left in the catalog's databases: hidden staged tables
-    whose job is gone, and (JDBC) tables moved in place whose row never committed. A marker left in
-    a table that did enter the catalog is removed too (it is not listed)."""
-    if reservations.applies(catalog.config):  # object store: CREATE TABLE AS reserved names (catalog_inplace)
-        return reservations.clean(catalog, older_than_s, dry_run)
-    removed = []
-    for database in catalog.list_databases():
-        directory = local_dir(catalog.database_path(database))
-        removed += clean_staging(directory, older_than_s, dry_run)
-        if not catalog.is_jdbc or not os.path.isdir(directory):
-            continue
-        for entry in sorted(os.listdir(directory)):
-            full = os.path.join(directory, entry)
-            if entry.startswith(".") or STAGING_INFIX in entry or not os.path.isdir(full):
-                continue
-            marker = read_marker(full)
-            if marker is None:
-                continue
-            if catalog.is_registered(TableName(database, entry)):
-                if not dry_run:
-                    unlink_quietly(os.path.join(full, STAGED_MARKER))
-            elif abandoned(marker, older_than_s)[0]:
-                removed.append(full)
-                if not dry_run:
-                    shutil.rmtree(full, ignore_errors=True)
-    return removed
-
-
-def unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass

@@ -43,7 +43,10 @@ from ..errors import (CatalogInconsistencyError, CommitFailedError, CommitStateU
 from ..protocol import crashpoints
 from ..protocol.staging import StagedTable
 from . import evolution, reservations, tables
-from .catalog import Catalog, TableName, connect, insert_entry
+from .catalog import Catalog
+from .catalog_config import connect
+from .catalog_names import TableName
+from .catalog_rows import insert_entry
 
 log = logging.getLogger(__name__)
 

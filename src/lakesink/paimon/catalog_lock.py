@@ -180,7 +180,7 @@ class _Database:
             self.conn = _DbApiConnection(self.options)
         except Exception as exc:  # noqa: BLE001 - each driver has its own error classes
             raise DatabaseConnectionError(f"Cannot reach the catalog database {self.options.get('uri')} for "
-                                          f"its commit lock: {_first_line(exc)}. Nothing was published.") from exc
+                                          f"its commit lock: {first_line(exc)}. Nothing was published.") from exc
 
     def _run(self, lock: CatalogLock, sql: str, args: tuple = (), fetch: bool = False):
         """One statement in its own transaction. SQLite's busy/locked answers are retried here."""
@@ -222,7 +222,7 @@ class _Database:
                 # unique index; SQLite: busy. Either way look again.
                 if attempt == 49 or not (_busy(exc) or _duplicate(exc)):
                     raise DatabaseConnectionError(f"Cannot create {TABLE} in {lock.uri}: "
-                                                  f"{_first_line(exc)}. Nothing was published.") from exc
+                                                  f"{first_line(exc)}. Nothing was published.") from exc
                 time.sleep(0.02)
         self.table_ready = True
 
@@ -264,7 +264,7 @@ class _Database:
     @staticmethod
     def _failed(lock: CatalogLock, exc: BaseException) -> DatabaseConnectionError:
         return DatabaseConnectionError(f"The catalog database failed while taking {lock.describe()}: "
-                                       f"{_first_line(exc)}. Nothing was published.",
+                                       f"{first_line(exc)}. Nothing was published.",
                                        table=f"{lock.database}.{lock.table}")
 
 
@@ -286,7 +286,8 @@ def _database(lock: CatalogLock) -> _Database:
         return db
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """An error for a message: its type and first line (a driver's error can run to pages)."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"
 

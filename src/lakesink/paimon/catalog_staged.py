@@ -32,8 +32,11 @@ from ..errors import CatalogInconsistencyError, TableAlreadyExistsError
 from ..protocol import crashpoints
 from ..protocol.staging import StagedTable
 from . import reservations, tables
-from .catalog import (Catalog, ResolvedTable, TableName, connect, insert_entry, unlink_quietly,
-                      update_properties)
+from .catalog import Catalog, ResolvedTable
+from .catalog_cleanup import unlink_quietly
+from .catalog_config import connect
+from .catalog_names import TableName
+from .catalog_rows import insert_entry, update_properties
 from .catalog_inplace import InPlaceCreate, InPlaceReplace
 from .staged import MARKER, PaimonStagedTable, exchange, read_marker
 

@@ -279,7 +279,7 @@ def refuse(held: Reservation, name: str, where: str, purpose: str) -> None:
 
 
 def registration_guard(paimon, database: str, table: str, where: str):
-    """For `catalog.insert_entry(inside=...)`: refuse to register a name a CREATE TABLE AS holds."""
+    """For `catalog_rows.insert_entry(inside=...)`: refuse to register a name a CREATE TABLE AS holds."""
     ensure_table(paimon)
 
     def guard():

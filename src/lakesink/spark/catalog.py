@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..paimon.catalog import Catalog, CatalogConfig, ResolvedTable, is_path, open_catalog, resolve
+from ..paimon.catalog import Catalog, ResolvedTable, open_catalog, resolve
+from ..paimon.catalog_config import CatalogConfig
+from ..paimon.catalog_names import is_path
 
 CONF_PREFIX = "spark.lakesink.catalog."
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..paimon.catalog import Catalog, TableName
+from ..paimon.catalog import Catalog
+from ..paimon.catalog_names import TableName
 
 _TOKENS = re.compile(r"""
     (?P<ws>\s+)

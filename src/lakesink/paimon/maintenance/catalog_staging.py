@@ -125,7 +125,7 @@ def catalog_of(path: str, fs_options: dict | None):
     text = (fs_options or {}).get(catalog_lock.OPTION)
     if not text:
         return None
-    from ..catalog import CatalogConfig
+    from ..catalog_config import CatalogConfig
     lock = catalog_lock.CatalogLock.from_option(text)
     suffix = f"/{lock.database}.db/{lock.table}"
     if not path.endswith(suffix):
