@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from lakesink.options import BEGIN, END, REGISTRY, render_markdown
+from lakesink.options import REGISTRY
+from lakesink.options.page import BEGIN, END, render_markdown
 
 PAGE = Path(__file__).parents[2] / "docs" / "options.md"
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lakesink.options import REGISTRY, _default_text
+from lakesink.options import REGISTRY
+from lakesink.options.page import default_text
 
 PAGE = Path(__file__).parents[2] / "docs" / "paimon-defaults.md"
 
@@ -60,8 +61,8 @@ def test_every_paimon_option_lakesink_reads_is_on_the_defaults_page():
 
 
 def test_the_lakesink_column_is_what_the_registry_declares():
-    wrong = {key: (lakesink, _default_text(REGISTRY[key]).strip("`"))
-             for key, (_, lakesink, _) in _rows().items() if lakesink.strip("`") != _default_text(REGISTRY[key]).strip("`")}
+    wrong = {key: (lakesink, default_text(REGISTRY[key]).strip("`"))
+             for key, (_, lakesink, _) in _rows().items() if lakesink.strip("`") != default_text(REGISTRY[key]).strip("`")}
     assert wrong == {}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -69,19 +70,28 @@ def partition_value(value):
 
 
 def split_by_partition(table: pa.Table, keys: list[str]):
-    """Yield (partition tuple, rows) for each distinct combination of the key columns."""
+    """Yield (the key columns' values, those rows in input order) for each distinct combination."""
     if not keys:
         yield (), table
         return
-    if table.num_rows == 0:
-        return
-    indexed = table.select(keys).append_column("__row", pa.array(range(table.num_rows), pa.int64()))
-    groups = indexed.group_by(keys, use_threads=False).aggregate([("__row", "list")])
-    rows = groups.column("__row_list")
-    key_columns = [groups.column(k).to_pylist() for k in keys]
+    yield from _grouped(table, keys, with_rows=True)
+
+
+def distinct_values(table: pa.Table, keys: list[str]) -> list[tuple]:
+    """Each distinct combination of the key columns' values (no rows gathered)."""
+    return [values for values, _ in _grouped(table, keys, with_rows=False)]
+
+
+def _grouped(table: pa.Table, keys: list[str], with_rows: bool):
+    columns = table.select(keys)
+    if with_rows:
+        columns = columns.append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    groups = columns.group_by(keys, use_threads=False).aggregate([("__row", "list")] if with_rows else [])
+    values = [groups.column(k).to_pylist() for k in keys]
+    rows = groups.column("__row_list") if with_rows else None
     for i in range(groups.num_rows):
-        partition = tuple(partition_value(col[i]) for col in key_columns)
-        yield partition, table.take(rows[i].values)
+        yield (tuple(partition_value(column[i]) for column in values),
+               table.take(rows[i].values) if with_rows else None)
 
 
-__all__ = ["spark_to_arrow", "conform", "split_by_partition", "pc"]
+__all__ = ["spark_to_arrow", "conform", "split_by_partition", "distinct_values", "pc"]

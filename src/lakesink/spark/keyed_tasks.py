@@ -46,7 +46,7 @@ from ..paimon.keyed import (KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALU
                             null_key_refusal, row_kind_refusal, with_key_value_meta)
 from ..paimon.lsm_policy import LsmOptions
 from ..paimon.merge_engines import merge_run
-from .arrow import conform, partition_value
+from .arrow import conform, distinct_values, split_by_partition
 from .arrow_bucket import bucket_ids
 from .tasks import ROW_GROUP_ROWS, check_job_alive
 
@@ -186,7 +186,7 @@ class KeyedTaskWriter:
         if not self.spec.create_dir:
             check_job_alive(self.file_io, self.spec.staging_dir, written=self._intent_paths())
         if groups is None:
-            for partition, rows in _partitions(data, partition_keys):
+            for partition, rows in split_by_partition(data, partition_keys):
                 self._write_runs(rows, partition, flush)
             return
         for (partition, bucket), rows in groups:
@@ -285,37 +285,13 @@ class KeyedTaskWriter:
 
 def _groups(data: pa.Table, partition_keys: list[str]):
     """(partition tuple, bucket) → that group's rows (input order kept), for one flush."""
-    keys = [*partition_keys, _BUCKET]
-    indexed = data.select(keys).append_column("__row", pa.array(np.arange(data.num_rows, dtype=np.int64)))
-    groups = indexed.group_by(keys, use_threads=False).aggregate([("__row", "list")])
-    lists = groups.column("__row_list")
-    values = [groups.column(k).to_pylist() for k in partition_keys]
-    buckets = groups.column(_BUCKET).to_pylist()
-    for i in range(groups.num_rows):
-        partition = tuple(partition_value(column[i]) for column in values)
-        yield (partition, buckets[i]), data.take(lists[i].values)
+    for values, rows in split_by_partition(data, [*partition_keys, _BUCKET]):
+        yield (values[:-1], values[-1]), rows
 
 
 def _group_keys(data: pa.Table, partition_keys: list[str]) -> list[tuple]:
     """The (partition tuple, bucket) pairs one flush writes."""
-    keys = [*partition_keys, _BUCKET]
-    groups = data.select(keys).group_by(keys, use_threads=False).aggregate([])
-    values = [groups.column(k).to_pylist() for k in partition_keys]
-    return [(tuple(partition_value(column[i]) for column in values), bucket)
-            for i, bucket in enumerate(groups.column(_BUCKET).to_pylist())]
-
-
-def _partitions(data: pa.Table, partition_keys: list[str]):
-    """(partition tuple, its rows in input order) of one flush."""
-    if not partition_keys:
-        yield (), data
-        return
-    indexed = data.select(partition_keys).append_column("__row", pa.array(np.arange(data.num_rows, dtype=np.int64)))
-    groups = indexed.group_by(partition_keys, use_threads=False).aggregate([("__row", "list")])
-    lists = groups.column("__row_list")
-    values = [groups.column(k).to_pylist() for k in partition_keys]
-    for i in range(groups.num_rows):
-        yield tuple(partition_value(column[i]) for column in values), data.take(lists[i].values)
+    return [(values[:-1], values[-1]) for values in distinct_values(data, [*partition_keys, _BUCKET])]
 
 
 def _by_bucket(rows: pa.Table):
