@@ -77,6 +77,37 @@ def test_a_schema_directory_that_never_gets_a_schema_file_is_still_no_table(tmp_
         tables.open_table(str(path))
 
 
+def test_a_table_created_between_the_schema_check_and_the_listing_opens(tmp_path, monkeypatch):
+    """The creator lands between "is there a schema/?" and the listing of the table directory
+    (a pipelined stream's next batch accepted while the committer creates the table, written
+    in place, so the directory already holds the batch's data directories): the listing shows
+    schema/, so the table opens instead of being called "not a Paimon table"."""
+    path = str(tmp_path / "wh" / "db.db" / "t")
+    (tmp_path / "wh" / "db.db" / "t" / "_lakesink").mkdir(parents=True)
+    (tmp_path / "wh" / "db.db" / "t" / "bucket-0").mkdir()
+    real = storage.file_io
+
+    class CreatedRightAfterTheCheck:
+        def __init__(self, inner):
+            self._inner = inner
+            self.created = False
+
+        def exists(self, p):
+            if p.endswith("/schema") and not self.created:
+                self.created = True
+                tables.create_table(path, SCHEMA, [], [], {})  # lands just after this answer
+                return False
+            return self._inner.exists(p)
+
+        def __getattr__(self, name):
+            return getattr(self._inner, name)
+
+    wrapped = CreatedRightAfterTheCheck(real(path))
+    monkeypatch.setattr(storage, "file_io", lambda *args, **kwargs: wrapped)
+    table = tables.open_table(path)
+    assert wrapped.created and table is not None and [f.name for f in table.fields] == ["id"]
+
+
 def test_a_table_dropped_and_created_again_at_its_path_opens_with_its_new_schema(tmp_path):
     """Parsed schema files are kept (a driver opens its table several times a micro-batch), by
     path, size and time: a table created again at the same path, or given a new schema, opens

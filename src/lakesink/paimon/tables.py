@@ -31,6 +31,8 @@ def open_table(path: str, fs_options: dict | None = None) -> FileStoreTable | No
         return None
     if not file_io.exists(f"{path}/schema"):
         names = [_base(s) for s in file_io.list_status(path)]
+        if "schema" in names:  # created since the check above (a commit creating the table): read it
+            return _open_schema(file_io, path)
         entries = [n for n in names if n not in (LAKESINK_DIR, "STAGED.json")]
         if LAKESINK_DIR in names:
             # The first write of a table whose files are written in place (paimon.intents): its
@@ -42,6 +44,10 @@ def open_table(path: str, fs_options: dict | None = None) -> FileStoreTable | No
             f"{path} exists but is not a Paimon table (no schema/ directory). "
             "Point lakesink at a Paimon table directory or at a path that does not exist yet."
         )
+    return _open_schema(file_io, path)
+
+
+def _open_schema(file_io, path: str) -> FileStoreTable:
     schema = _latest_schema(file_io, path)
     # A writer creating the table right now writes schema-0 under a temporary name in schema/
     # and renames it (a copy on object stores): give it that moment before calling this no table.

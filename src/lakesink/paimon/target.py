@@ -197,7 +197,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
         props.update(properties or {})
 
         file_store_commit = new_file_store_commit(table, commit_user)
-        attempts = _AttemptCounter(file_store_commit)
+        attempts = _Publications(file_store_commit)
         crashpoints.reached("before-snapshot")
         try:
             if overwrite is not None:
@@ -207,13 +207,14 @@ class PaimonTarget(CommitTarget[StagedFile]):
                 else:
                     target_table = table.copy({"dynamic-partition-overwrite": "false"})
                 file_store_commit = new_file_store_commit(target_table, commit_user)
-                attempts = _AttemptCounter(file_store_commit)
+                attempts = _Publications(file_store_commit)
                 partition = {} if overwrite.partitions is None else dict(overwrite.partitions[0])
                 file_store_commit.overwrite(partition, messages, identifier, props)
             elif messages or self.empty_commits:
                 if not messages:
                     empty_ok = table.copy({"snapshot.ignore-empty-commit": "false"})
                     file_store_commit = new_file_store_commit(empty_ok, commit_user)
+                    attempts = _Publications(file_store_commit)
                 file_store_commit.commit(messages, identifier, props)
         except CommitConflictError as exc:
             exc.identifier = identifier
@@ -222,8 +223,10 @@ class PaimonTarget(CommitTarget[StagedFile]):
             file_store_commit.close()
         crashpoints.reached("after-snapshot")
 
-        snapshot = (self.committed_snapshot(commit_user, identifier)
-                    if (messages or overwrite or self.empty_commits) else None)
+        # A retry that found its own snapshot already there (an uncertain earlier attempt)
+        # published nothing here: look it up.
+        snapshot = attempts.snapshot or (self.committed_snapshot(commit_user, identifier)
+                                         if (messages or overwrite or self.empty_commits) else None)
         identity.after_commit(self.file_io, self.path, commit_user, identifier,
                               snapshot.id if snapshot else (latest.id if latest else None))
         report = CommitReport(commit_user, identifier,
@@ -362,16 +365,21 @@ def _messages(files: Sequence[StagedFile], total_buckets: int | None = None,
             for (p, b), (data, changelog) in grouped.items()]
 
 
-class _AttemptCounter:
-    """Counts snapshot publication attempts (1 + retries after lost races)."""
+class _Publications:
+    """A commit's snapshot publication attempts (1 + retries after lost races), and the
+    snapshot it published: the commit's outcome without reading the table again."""
 
     def __init__(self, file_store_commit: FileStoreCommit):
         self.count = 0
+        self.snapshot: Snapshot | None = None
         inner = file_store_commit.snapshot_commit
         original = inner.commit
 
-        def counting(*args, **kwargs):
+        def counting(base_snapshot_uuid, snapshot, *args, **kwargs):
             self.count += 1
-            return original(*args, **kwargs)
+            published = original(base_snapshot_uuid, snapshot, *args, **kwargs)
+            if published:
+                self.snapshot = snapshot
+            return published
 
         inner.commit = counting
