@@ -76,6 +76,33 @@ def test_a_second_read_opens_only_the_manifests_of_new_commits(tmp_path, monkeyp
     assert 1 <= len(ours) < first  # the new commit's manifest, not the whole table again
 
 
+def test_files_an_overwrite_removed_are_gone_from_the_cached_read_too(tmp_path, monkeypatch):
+    """A snapshot whose one new manifest deletes files (an overwrite): the cached read, which
+    reads that one manifest without a thread pool, drops what it deletes as pypaimon does."""
+    path = new_table(tmp_path)
+    for start in (0, 10):
+        append(path, range(start, start + 10))
+    assert as_rows(live_entries(open_table(path))) == uncached(path)  # the cache is warm
+    table = open_table(path)
+    builder = table.new_batch_write_builder().overwrite()
+    write, commit = builder.new_write(), builder.new_commit()
+    try:
+        write.write_arrow(pa.table({"id": [100, 101], "v": ["a", "b"]}, schema=SCHEMA))
+        commit.commit(write.prepare_commit())
+    finally:
+        write.close()
+        commit.close()
+    pools = []
+    real_pool = ManifestFileManager.read_entries_parallel
+    monkeypatch.setattr(ManifestFileManager, "read_entries_parallel",
+                        lambda self, *a, **k: pools.append(1) or real_pool(self, *a, **k))
+    got = as_rows(live_entries(open_table(path)))
+    monkeypatch.undo()
+    assert got == uncached(path) and len(got) >= 1
+    assert not pools  # one new manifest: read here, not through pypaimon's pool
+    assert all(name.startswith("data-") for _, _, name, _ in got)
+
+
 def test_sequence_numbers_continue_above_every_live_file(tmp_path):
     path = new_table(tmp_path)
     append(path, range(10))

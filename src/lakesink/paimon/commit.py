@@ -53,7 +53,8 @@ class MergingFileStoreCommit(FileStoreCommit):
     def __init__(self, snapshot_commit, table, commit_user: str):
         super().__init__(snapshot_commit, table, commit_user)
         self._merger = ManifestMerger(table)
-        self.manifest_list_manager = _MergingManifestList(self.manifest_list_manager, self._merger)
+        from .maintenance.metadata import CachedManifestLists
+        self.manifest_list_manager = _MergingManifestList(CachedManifestLists(table), self._merger)
         self.conflict_detection.check_conflicts = _typed_conflicts(self.conflict_detection.check_conflicts,
                                                                    table, commit_user)
         self.commit_scanner = _CachedBaseEntries(self.commit_scanner, table)
@@ -187,8 +188,14 @@ def _typed_conflicts(check, table, commit_user: str):
             found = RuntimeError(described) if described else None
         if found is None or isinstance(found, RowIdExistenceConflict):
             return found
-        error = CommitConflictError(f"Commit to {table.table_path} conflicts with a concurrent change: {found}",
-                                    table=str(table.table_path), commit_user=commit_user)
+        if "Total buckets" in str(found):  # pypaimon's check_bucket_num_conflicts
+            text = (f"Commit to {table.table_path} refused: {found} The table's `bucket` option was changed "
+                    "without rescaling this partition's files. Rescale the partition first (Paimon's INSERT "
+                    "OVERWRITE of it with the new bucket count), or write with the bucket count its files have. "
+                    "Nothing was committed.")
+        else:
+            text = f"Commit to {table.table_path} conflicts with a concurrent change: {found}"
+        error = CommitConflictError(text, table=str(table.table_path), commit_user=commit_user)
         error.__cause__ = found
         return error
 

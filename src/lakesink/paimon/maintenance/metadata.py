@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -122,8 +123,32 @@ def live_entries(table, snapshot: Snapshot | None = None) -> list:
     snapshot = snapshot or table.snapshot_manager().get_latest_snapshot()
     if snapshot is None:
         return []
-    metas = ManifestListManager(table).read_all(snapshot)
+    metas = CachedManifestLists(table).read_all(snapshot)
     return _CachedManifests(table).read_entries_parallel(metas, drop_stats=False)
+
+
+class CachedManifestLists(ManifestListManager):
+    """pypaimon's manifest-list reader, lists kept by path: a list never changes once written,
+    and a micro-batch reads the latest snapshot's lists several times (its plan, its commit's
+    check, pypaimon's commit itself), ~1 ms each."""
+
+    _kept: OrderedDict[str, list] = OrderedDict()
+    _KEEP = 64
+    _lock = threading.Lock()
+
+    def read(self, manifest_list_name: str, file_size: int | None = None) -> list:
+        key = f"{self.manifest_path}/{manifest_list_name}"
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is not None:
+                self._kept.move_to_end(key)
+                return list(kept)
+        metas = super().read(manifest_list_name, file_size)
+        with self._lock:
+            self._kept[key] = metas
+            while len(self._kept) > self._KEEP:
+                self._kept.popitem(last=False)
+        return list(metas)
 
 
 class _CachedManifests(ManifestFileManager):
@@ -137,8 +162,19 @@ class _CachedManifests(ManifestFileManager):
             cached = self._by_table.get(self.manifest_path, {})
         self._kept = {m.file_name: cached[m.file_name] for m in manifest_files if m.file_name in cached}
         missing = len(manifest_files) - len(self._kept)
-        kwargs["max_workers"] = max(1, min(kwargs.get("max_workers", 8), missing))
-        out = super().read_entries_parallel(manifest_files, *args, **kwargs)
+        local = storage.is_local(self.manifest_path)
+        if (missing <= 1 or local) and not args and set(kwargs) <= {"drop_stats", "max_workers"}:
+            # No thread pool (pypaimon starts one for more than one manifest) where it cannot
+            # pay: one manifest to read, or a local disk, where reading is Python under the GIL
+            # and each thread start waited ~3 ms in a busy Spark worker (a stream's commit and
+            # plan read a few new manifests every micro-batch). Object stores wait on the
+            # network: several manifests are read in parallel there.
+            out = _live(entry for m in manifest_files
+                        for entry in self.read(m.file_name, drop_stats=kwargs.get("drop_stats", True),
+                                               file_size=m.file_size))
+        else:
+            kwargs["max_workers"] = max(1, min(kwargs.get("max_workers", 8), missing))
+            out = super().read_entries_parallel(manifest_files, *args, **kwargs)
         with self._lock:  # only the manifests of the snapshot read last: bounded by one snapshot
             self._by_table[self.manifest_path] = self._kept
         return out
@@ -152,6 +188,17 @@ class _CachedManifests(ManifestFileManager):
         if whole:
             self._kept[manifest_file_name] = entries
         return entries
+
+
+def _live(entries) -> list:
+    """The ADD entries no DELETE entry among `entries` removes (as pypaimon's parallel read)."""
+    added, deleted = [], set()
+    for entry in entries:
+        if entry.kind == 0:
+            added.append(entry)
+        else:
+            deleted.add(entry.identifier())
+    return [entry for entry in added if entry.identifier() not in deleted] if deleted else added
 
 
 class Metadata:
