@@ -52,3 +52,72 @@ def test_a_write_with_a_bucket_count_the_partitions_files_do_not_have_is_refused
     assert "2" in str(refused.value) and "4" in str(refused.value)
     assert [s.id for s in snapshots(path)] == before_snapshots
     assert read_table(path).sort_by("id").equals(before_rows)
+
+
+def planned_write(path: str, tmp_path, ids):
+    """A lakesink keyed write planned and written, not committed: (target, its files)."""
+    target, layout, spec, next_sequence = prepare_keyed_target(path, SCHEMA, WriteOptions.parse({}))
+    writer = KeyedTaskWriter(KeyedTaskSpec(str(tmp_path / "staging"), layout, spec,
+                                           KeyedPlan(next_sequence, target.bucket_check_from)), 0, "task")
+    writer.write(pa.table({"id": list(ids), "v": [f"lakesink-{i}" for i in ids]}, schema=SCHEMA))
+    return target, writer.finish()
+
+
+def ids_in_bucket(path: str, bucket: int, count: int) -> list[int]:
+    """Keys Paimon's bucket function puts into `bucket` of the table (pypaimon's, not ours)."""
+    from pypaimon.write.row_key_extractor import FixedBucketRowKeyExtractor
+    table = open_table(path)
+    candidates = pa.record_batch({"id": pa.array(range(1000), pa.int64()), "v": ["x"] * 1000}, schema=SCHEMA)
+    _, buckets = FixedBucketRowKeyExtractor(table.table_schema).extract_partition_bucket_batch(candidates)
+    return [i for i, b in zip(range(1000), buckets) if b == bucket][:count]
+
+
+def test_a_commit_planned_on_one_bucket_count_reads_no_files_for_the_count_check(tmp_path, monkeypatch):
+    """The plan saw every file with the table's count and nothing landed since: the commit's
+    bucket-count check needs no read of the partitions' files (a stream's every micro-batch)."""
+    from lakesink.paimon.maintenance import metadata
+
+    _, path = new_table(tmp_path, buckets=2)
+    pypaimon_append(open_table(path), pa.table({"id": list(range(10)), "v": ["paimon"] * 10}, schema=SCHEMA))
+    target, files = planned_write(path, tmp_path, range(5, 15))
+    assert target.uniform_buckets == 2
+    reads = []
+    real = metadata.live_entries
+    monkeypatch.setattr(metadata, "live_entries", lambda *a, **k: reads.append(a) or real(*a, **k))
+    target.commit("lakesink-test", 1, files)
+    assert reads == []
+    assert sorted(read_table(path).column("id").to_pylist()) == list(range(15))
+
+
+def test_a_partition_rescaled_after_the_plan_is_read_again_and_refused(tmp_path):
+    """Planned on a 4-bucket table whose files all had 4 buckets; before the commit another writer
+    rescales the partition to 2 buckets (ALTER, INSERT OVERWRITE) and sets the option back to 4.
+    The rescale wrote none of this write's buckets, so only its files' bucket count tells: the
+    commit reads the partition again, and pypaimon's check refuses it. Nothing committed."""
+    from pypaimon.schema.schema_change import SchemaChange
+
+    catalog, path = new_table(tmp_path, buckets=4)
+    pypaimon_append(open_table(path), pa.table({"id": list(range(40)), "v": ["paimon"] * 40}, schema=SCHEMA))
+    target, files = planned_write(path, tmp_path, ids_in_bucket(path, 3, 5))
+    assert {f.bucket for f in files} == {3} and target.uniform_buckets == 4
+
+    catalog.alter_table("db.t", [SchemaChange.set_option("bucket", "2")], False)
+    table = open_table(path)
+    builder = table.new_batch_write_builder().overwrite({})
+    write, commit = builder.new_write(), builder.new_commit()
+    write.write_arrow(pa.table({"id": list(range(40)), "v": ["rescaled"] * 40}, schema=SCHEMA))
+    commit.commit(write.prepare_commit())
+    write.close(), commit.close()
+    catalog.alter_table("db.t", [SchemaChange.set_option("bucket", "4")], False)
+    before_rows, before_snapshots = read_table(path).sort_by("id"), [s.id for s in snapshots(path)]
+    assert {e.bucket for e in _live(path)} <= {0, 1}  # the rescale wrote buckets 0 and 1 only
+
+    with pytest.raises(CommitConflictError, match=r"without rescaling"):
+        target.commit("lakesink-test", 1, files)
+    assert [s.id for s in snapshots(path)] == before_snapshots
+    assert read_table(path).sort_by("id").equals(before_rows)
+
+
+def _live(path):
+    from lakesink.paimon.maintenance.metadata import live_entries
+    return live_entries(open_table(path))

@@ -12,7 +12,7 @@ import pytest
 from pypaimon.manifest.manifest_file_manager import ManifestFileManager
 from pypaimon.manifest.manifest_list_manager import ManifestListManager
 
-from lakesink.paimon.keyed import next_sequence_numbers
+from lakesink.paimon.keyed import sequences_and_buckets
 from lakesink.paimon.maintenance.metadata import live_entries
 from lakesink.paimon.tables import open_table
 from tests.helpers import pypaimon_append
@@ -106,14 +106,15 @@ def test_files_an_overwrite_removed_are_gone_from_the_cached_read_too(tmp_path, 
 def test_sequence_numbers_continue_above_every_live_file(tmp_path):
     path = new_table(tmp_path)
     append(path, range(10))
-    before = next_sequence_numbers(open_table(path))
+    before, _ = sequences_and_buckets(open_table(path))
     append(path, range(10))  # the same keys again, in both buckets
-    after = next_sequence_numbers(open_table(path))
+    after, buckets = sequences_and_buckets(open_table(path))
     expected: dict[tuple, int] = {}
     for partition, bucket, _name, top in uncached(path):
         expected[(partition, bucket)] = max(expected.get((partition, bucket), 0), top + 1)
     assert after == expected
     assert all(after[k] > before[k] for k in before)
+    assert buckets == 2  # every file has the table's bucket count
 
 
 def test_a_file_encoded_again_after_its_schema_or_level_changed_says_so(tmp_path):

@@ -50,14 +50,16 @@ class _MergingManifestList:
 class MergingFileStoreCommit(FileStoreCommit):
     """pypaimon's commit with Paimon's manifest merging on every attempt."""
 
-    def __init__(self, snapshot_commit, table, commit_user: str):
+    def __init__(self, snapshot_commit, table, commit_user: str, bucket_counts_at: int | None = None):
         super().__init__(snapshot_commit, table, commit_user)
         self._merger = ManifestMerger(table)
         from .maintenance.metadata import CachedManifestLists
         self.manifest_list_manager = _MergingManifestList(CachedManifestLists(table), self._merger)
         self.conflict_detection.check_conflicts = _typed_conflicts(self.conflict_detection.check_conflicts,
                                                                    table, commit_user)
-        self.commit_scanner = _CachedBaseEntries(self.commit_scanner, table)
+        self.commit_scanner = _CachedBaseEntries(
+            self.commit_scanner, table,
+            None if self.conflict_detection.data_evolution_enabled else bucket_counts_at)
 
     def _set_fixed_bucket_commit_check(self, messages):
         super()._set_fixed_bucket_commit_check(messages)
@@ -99,13 +101,24 @@ class _CachedBaseEntries:
     """pypaimon's commit scanner, reading a checked commit's base (the latest snapshot's files in
     the partitions it changes; fixed-bucket and keyed commits are all checked) through the
     manifest cache of `maintenance.metadata.live_entries`: a stream's commit reads only the
-    manifests written since its last one, not the whole table every micro-batch."""
+    manifests written since its last one, not the whole table every micro-batch.
 
-    def __init__(self, inner, table):
+    `counts_at`: a snapshot up to which the commit's bucket count is known to be every file's
+    in the partitions it writes (`PaimonTarget.commit`). A commit on that snapshot that only
+    adds level-0 files needs no base: only pypaimon's bucket-count check would read it (no
+    file to delete, no sorted run to keep apart, no row ids). On any other snapshot (a newer
+    one, or a retry after a lost race) the base is read, or built from the snapshots in
+    between, as pypaimon does."""
+
+    def __init__(self, inner, table, counts_at: int | None = None):
         self._inner = inner
         self._table = table
+        self._counts_at = counts_at
 
     def read_all_entries_from_changed_partitions(self, latest_snapshot, commit_entries, index_entries=None):
+        if (latest_snapshot is not None and latest_snapshot.id == self._counts_at and commit_entries
+                and not index_entries and all(e.kind == 0 and e.file.level == 0 for e in commit_entries)):
+            return []
         if latest_snapshot is None or not commit_entries or index_entries:
             return self._inner.read_all_entries_from_changed_partitions(latest_snapshot, commit_entries,
                                                                          index_entries)
@@ -202,5 +215,5 @@ def _typed_conflicts(check, table, commit_user: str):
     return checked
 
 
-def new_file_store_commit(table, commit_user: str) -> FileStoreCommit:
-    return MergingFileStoreCommit(atomic_snapshot_commit(table), table, commit_user)
+def new_file_store_commit(table, commit_user: str, bucket_counts_at: int | None = None) -> FileStoreCommit:
+    return MergingFileStoreCommit(atomic_snapshot_commit(table), table, commit_user, bucket_counts_at)

@@ -314,19 +314,26 @@ def check_keyed_table(table, requested_primary_keys) -> None:
             f"(it writes {', '.join(CHANGELOG_PRODUCERS)}).")
 
 
-def next_sequence_numbers(table) -> dict[tuple, int]:
-    """{(partition tuple, bucket): first free sequence number} over the table's latest snapshot."""
+def sequences_and_buckets(table) -> tuple[dict[tuple, int], int | None]:
+    """Over the table's latest snapshot: {(partition tuple, bucket): first free sequence number},
+    and the table's bucket count if every file has it (else None). A commit planned on a
+    snapshot whose files all had its count need not read them again for pypaimon's check
+    that a partition keeps one bucket count (`PaimonTarget.commit`)."""
     from .maintenance.metadata import live_entries  # manifests read once per stream, not per batch
 
     if table is None:
-        return {}
+        return {}, None
     out: dict[tuple, int] = {}
+    count = table.total_buckets
+    uniform = count is not None and count > 0
     for entry in live_entries(table):
         key = (tuple(entry.partition.values), entry.bucket)
         top = entry.file.max_sequence_number + 1
         if top > out.get(key, 0):
             out[key] = top
-    return out
+        if entry.total_buckets > 0 and entry.total_buckets != count:  # pypaimon ignores counts <= 0
+            uniform = False
+    return out, count if uniform else None
 
 
 def bucket_of_path(path: str) -> int:

@@ -15,7 +15,7 @@ from ..errors import ConfigurationError, UnsupportedTableError
 from ..options import WriteOptions
 from . import tables
 from .datafiles import TableLayout
-from .keyed import KeyedSpec, check_aggregate_types, check_keyed_table, is_keyed_table, next_sequence_numbers
+from .keyed import KeyedSpec, check_aggregate_types, check_keyed_table, is_keyed_table, sequences_and_buckets
 from .publish import publication_kind
 from .sink import check_options_match, check_types, plan_layout
 from .target import PaimonTarget, TableSpec
@@ -62,7 +62,10 @@ def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions, pl
         # Sequence numbers continue above what this snapshot holds: a commit landing in
         # our buckets after it would be overtaken by ours, so the commit checks from here.
         target.bucket_check_from = latest.id if latest else 0
-        next_sequence = next_sequence_numbers(table) if plan_sequences else {}
+        if plan_sequences:
+            next_sequence, target.uniform_buckets = sequences_and_buckets(table)
+        else:
+            next_sequence = {}
     else:
         fmt = options.table_options.get("file.format", "parquet").lower()
         if fmt != "parquet":
@@ -104,11 +107,12 @@ def plan_batch(target, identifier: int | None = None, pending=()) -> dict:
     latest = table.snapshot_manager().get_latest_snapshot() if table is not None else None
     # The base snapshot before the sequence numbers: whatever lands after it is checked.
     check_from = latest.id if latest else 0
+    next_sequence, uniform = sequences_and_buckets(table) if latest else ({}, None)
     if identifier is None:
-        target.bucket_check_from = check_from
+        target.bucket_check_from, target.uniform_buckets = check_from, uniform
     else:
-        target.plan_check_from(identifier, check_from)
-    return continue_above(next_sequence_numbers(table) if latest else {}, pending)
+        target.plan_check_from(identifier, check_from, uniform)
+    return continue_above(next_sequence, pending)
 
 
 def continue_above(next_sequence: dict[tuple, int], files) -> dict[tuple, int]:

@@ -51,9 +51,14 @@ class PaimonTarget(CommitTarget[StagedFile]):
         # commit that landed files in the same buckets after it is a conflict (pypaimon's
         # fixed-bucket commit check): one writer per bucket, as Paimon requires.
         self.bucket_check_from: int | None = None
+        # The bucket count every file of that snapshot had, when all had the table's (else None):
+        # the commit then checks that no snapshot since changed a partition's count instead of
+        # reading the partitions' files again for pypaimon's bucket-count check.
+        self.uniform_buckets: int | None = None
         # The same per checkpoint, where checkpoints are planned before earlier ones commit
         # (pipelined streams) or come back from pending state: {identifier: snapshot id or None}.
         self._check_from: dict[int, int | None] = {}
+        self._uniform: dict[int, int | None] = {}  # not kept in pending state: restored commits read
         self._table = None
 
     def __getstate__(self):
@@ -110,9 +115,11 @@ class PaimonTarget(CommitTarget[StagedFile]):
         return identity.committed_snapshot(self.table(refresh=True), commit_user, identifier)
 
     # -- the fixed-bucket check's base snapshot -----------------------------
-    def plan_check_from(self, identifier: int, snapshot_id: int) -> None:
-        """Checkpoint `identifier` was planned on `snapshot_id` (kept in its pending state)."""
+    def plan_check_from(self, identifier: int, snapshot_id: int, uniform_buckets: int | None = None) -> None:
+        """Checkpoint `identifier` was planned on `snapshot_id` (kept in its pending state), whose
+        files all had `uniform_buckets` buckets (None: not all the same, or unknown)."""
         self._check_from[identifier] = snapshot_id
+        self._uniform[identifier] = uniform_buckets
 
     def check_from(self, identifier: int) -> int | None:
         return self._check_from.get(identifier, self.bucket_check_from)
@@ -122,18 +129,24 @@ class PaimonTarget(CommitTarget[StagedFile]):
             log.warning("pending commit %s of %s has no check_from (older state): committed without "
                         "the fixed-bucket conflict check", identifier, self.path)
         self._check_from[identifier] = version
+        self._uniform[identifier] = None
 
     def _bucket_check_base(self, table, commit_user: str, identifier: int, check_from: int,
-                           files: Sequence[StagedFile], latest: Snapshot | None) -> int:
+                           files: Sequence[StagedFile], latest: Snapshot | None,
+                           buckets: int | None = None) -> tuple[int, bool]:
         """The snapshot pypaimon's fixed-bucket check starts from, after checking the snapshots
         since `check_from` here: a checkpoint planned while its predecessors were still being
         committed (pipelined) has them, and the compactions after them, in between. Those are
         not conflicts: its sequence numbers continue above theirs. Any other writer's files in
         its buckets are. Only this checkpoint's committer commits for its user, so nothing of
-        ours lands after `latest`: pypaimon checks from there (and again on each retry)."""
+        ours lands after `latest`: pypaimon checks from there (and again on each retry).
+        Also whether no file those snapshots added to the commit's partitions has a bucket count
+        other than `buckets` (a rescale writes a partition anew, not always into our buckets)."""
         if latest is None or latest.id <= check_from:
-            return check_from
+            return check_from, True
         owners = {(tuple(f.partition), f.bucket) for f in files}
+        partitions = {p for p, _ in owners}
+        same_counts = True
         manager = table.snapshot_manager()
         manifests = None
         for snapshot_id in range(check_from + 1, latest.id + 1):
@@ -155,7 +168,11 @@ class PaimonTarget(CommitTarget[StagedFile]):
                 manifests = ManifestListManager(table), ManifestFileManager(table)
             for meta in manifests[0].read_delta(snapshot):
                 for entry in manifests[1].read(meta.file_name, file_size=meta.file_size):
-                    if entry.kind == 0 and (tuple(entry.partition.values), entry.bucket) in owners:
+                    if entry.kind != 0:
+                        continue
+                    if entry.total_buckets != buckets and tuple(entry.partition.values) in partitions:
+                        same_counts = False
+                    if (tuple(entry.partition.values), entry.bucket) in owners:
                         raise CommitConflictError(
                             f"Commit {identifier} of {commit_user} to {self.path} conflicts with a concurrent "
                             f"change: snapshot {snapshot_id} ({snapshot.commit_user!r}) added files to partition "
@@ -163,7 +180,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
                             "which this commit's sequence numbers were planned on. Paimon allows one writer "
                             "per bucket.", table=self.path, commit_user=commit_user, identifier=identifier,
                             snapshot=snapshot_id)
-        return latest.id
+        return latest.id, same_counts
 
     # -- commit ------------------------------------------------------------
     def commit(self, commit_user: str, identifier: int, committables: Sequence[StagedFile],
@@ -181,9 +198,18 @@ class PaimonTarget(CommitTarget[StagedFile]):
         self._check_schema_ids(table, files)
         latest = table.snapshot_manager().get_latest_snapshot()
         fixed = table.total_buckets if table.total_buckets and table.total_buckets > 0 else None
-        check_from = self._check_from.pop(identifier, self.bucket_check_from) if fixed else None
+        planned = identifier in self._check_from
+        check_from = self._check_from.pop(identifier) if planned else self.bucket_check_from
+        uniform = self._uniform.pop(identifier, None) if planned else self.uniform_buckets
+        check_from = check_from if fixed else None
+        counts_at = None
         if check_from is not None and files:  # before anything moves: a conflict leaves files staged
-            check_from = self._bucket_check_base(table, commit_user, identifier, check_from, files, latest)
+            check_from, same_counts = self._bucket_check_base(table, commit_user, identifier, check_from, files,
+                                                              latest, fixed)
+            # Every file had the count this commit writes when it was planned, none since has
+            # another: pypaimon's bucket-count check holds without reading the partitions' files.
+            if same_counts and uniform == fixed and overwrite is None:
+                counts_at = check_from  # (now the latest snapshot checked)
         identity.before_commit(self.file_io, self.path, commit_user, latest)
         place(table, files)
         crashpoints.reached("files-placed")
@@ -196,7 +222,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
                  "lakesink.bytes-added": str(size)}
         props.update(properties or {})
 
-        file_store_commit = new_file_store_commit(table, commit_user)
+        file_store_commit = new_file_store_commit(table, commit_user, bucket_counts_at=counts_at)
         attempts = _Publications(file_store_commit)
         crashpoints.reached("before-snapshot")
         try:

@@ -26,16 +26,17 @@ def query_id(checkpoint: str | None, options: dict | None = None) -> Callable[[]
     return lambda: query_id_of(checkpoint, options) if checkpoint else None
 
 
-def await_recorded(checkpoint: str, batch_id: int, timeout: float = 2.0) -> None:
+def await_recorded(checkpoint: str, batch_id: int, timeout: float = 2.0) -> bool:
     """Wait (at most `timeout`) until Spark has recorded micro-batch `batch_id` in the query's
     commit log (`<checkpoint>/commits/<batch>`, written after the sink's commit returned); from
     then the query idles until its next trigger. Only local checkpoints that have a commit log:
-    polling an object store would cost more than waiting saves."""
+    polling an object store would cost more than waiting saves. True once it is recorded."""
     local = storage.local_path(checkpoint)
     log_dir = os.path.join(local, "commits") if local is not None else None
     if log_dir is None or not os.path.isdir(log_dir):
-        return
+        return False
     recorded = os.path.join(log_dir, str(batch_id))
     deadline = time.monotonic() + timeout
     while not os.path.exists(recorded) and time.monotonic() < deadline:
         time.sleep(0.005)
+    return os.path.exists(recorded)

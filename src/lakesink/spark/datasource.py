@@ -284,7 +284,7 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
         accounted = self._accounted()
         pending = self.sink.pending_files()  # before the snapshot: a batch landing meanwhile is in one
         bases = plan_batch(self.sink.target, None, pending)
-        return KeyedPlan(bases, self.sink.target.bucket_check_from, accounted)
+        return KeyedPlan(bases, self.sink.target.bucket_check_from, accounted, self.sink.target.uniform_buckets)
 
     def _accounted(self) -> int | None:
         """The highest batch id of this checkpoint committed or pending (None: none)."""
@@ -314,7 +314,7 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
                 "the writer before the previous batch's commit, which this writer needs; stream into keyed "
                 "tables with lakesink.stream(...) on this Spark version. Nothing of this batch was committed.",
                 table=self.sink.target.path, identifier=batch_id)
-        self.sink.target.plan_check_from(batch_id, plan.check_from)
+        self.sink.target.plan_check_from(batch_id, plan.check_from, plan.uniform_buckets)
 
     def write(self, iterator):
         from dataclasses import replace

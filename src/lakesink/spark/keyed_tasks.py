@@ -64,6 +64,7 @@ class KeyedPlan:
     # Streams: the highest batch id committed or pending when the batch was planned; its commit
     # finds the same, or the plan is older than the previous batch (PaimonStreamWriter.commit).
     accounted: int | None = None
+    uniform_buckets: int | None = None  # every file of that snapshot had this bucket count
 
     def base(self, partition: tuple, bucket: int) -> int:
         return self.bases.get((tuple(partition), bucket), 0)
