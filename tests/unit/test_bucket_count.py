@@ -121,3 +121,30 @@ def test_a_partition_rescaled_after_the_plan_is_read_again_and_refused(tmp_path)
 def _live(path):
     from lakesink.paimon.maintenance.metadata import live_entries
     return live_entries(open_table(path))
+
+
+def test_files_bucketed_for_the_count_the_table_had_before_a_rescale_are_refused(tmp_path):
+    """Planned and written for 4 buckets (into bucket 1, which 2 buckets have too); the table is
+    rescaled to 2 (ALTER, INSERT OVERWRITE) before the commit. The files' rows are in the
+    buckets of 4, not of 2: committed under the new count, which their partition now has, they
+    would sit in a bucket readers do not look for their keys in. Refused, nothing committed."""
+    from pypaimon.schema.schema_change import SchemaChange
+
+    catalog, path = new_table(tmp_path, buckets=4)
+    pypaimon_append(open_table(path), pa.table({"id": list(range(40)), "v": ["paimon"] * 40}, schema=SCHEMA))
+    target, files = planned_write(path, tmp_path, ids_in_bucket(path, 1, 5))
+    catalog.alter_table("db.t", [SchemaChange.set_option("bucket", "2")], False)
+    table = open_table(path)
+    kept = ids_in_bucket(path, 0, 10)  # the rescaled partition keeps keys of bucket 0 only
+    builder = table.new_batch_write_builder().overwrite({})
+    write, commit = builder.new_write(), builder.new_commit()
+    write.write_arrow(pa.table({"id": kept, "v": ["rescaled"] * len(kept)}, schema=SCHEMA))
+    commit.commit(write.prepare_commit())
+    write.close(), commit.close()
+    before_rows, before_snapshots = read_table(path).sort_by("id"), [s.id for s in snapshots(path)]
+
+    with pytest.raises(CommitConflictError, match=r"4 buckets.*now has 2") as refused:
+        target.commit("lakesink-test", 1, files)
+    assert "Nothing was committed" in str(refused.value)
+    assert [s.id for s in snapshots(path)] == before_snapshots
+    assert read_table(path).sort_by("id").equals(before_rows)

@@ -198,6 +198,8 @@ class PaimonTarget(CommitTarget[StagedFile]):
         self._check_schema_ids(table, files)
         latest = table.snapshot_manager().get_latest_snapshot()
         fixed = table.total_buckets if table.total_buckets and table.total_buckets > 0 else None
+        if fixed:
+            self._check_bucket_counts(table, files, fixed, commit_user, identifier)
         planned = identifier in self._check_from
         check_from = self._check_from.pop(identifier) if planned else self.bucket_check_from
         uniform = self._uniform.pop(identifier, None) if planned else self.uniform_buckets
@@ -266,6 +268,21 @@ class PaimonTarget(CommitTarget[StagedFile]):
         if getattr(self, "maintenance", True):
             maintenance.after_commit(self.path, table, report, self.fs_options)
         return report
+
+    def _check_bucket_counts(self, table, files: Sequence[StagedFile], fixed: int, commit_user: str,
+                             identifier: int) -> None:
+        """Files are bucketed for the count of the schema they were written with. If the table's
+        count changed since (ALTER ... SET ('bucket'), a rescale), their keys are in the wrong
+        buckets for it, even where pypaimon's check finds the partition rescaled or empty."""
+        for schema_id in {f.meta.schema_id for f in files} - {table.table_schema.id}:
+            schema = table.schema_manager.get_schema(schema_id)
+            written = int((schema.options if schema else {}).get("bucket", fixed))
+            if written != fixed:
+                raise CommitConflictError(
+                    f"Commit {identifier} of {commit_user} to {self.path} refused: its files were bucketed for "
+                    f"{written} buckets (schema {schema_id}), and the table now has {fixed}: its `bucket` option "
+                    "changed while the write ran. Write again: it plans for the new count. Nothing was committed.",
+                    table=self.path, commit_user=commit_user, identifier=identifier)
 
     def _check_schema_ids(self, table, files: Sequence[StagedFile]) -> None:
         for f in files:
