@@ -50,14 +50,15 @@ def new_coordinator(target: PaimonTarget, commit_user: str, store: StateStore | 
 
 
 def coordinated(committer: Committer, store: StateStore, distributed: Rewriter | None = None,
-                in_place: bool | None = None, background: bool = False) -> Committer:
+                in_place: bool | None = None, background: bool = False, round_gate=None) -> Committer:
     """The streaming committer with the aggregator after each commit (a `CoordinatedCommitter`):
     one coordinator per checkpoint and process, restored from the checkpoint on first use. An
     append table with `write-only` keeps the plain committer.
 
     `background`: the caller's process outlives its checkpoints (a driver running the stream),
     so rounds of a primary-key table may run after the commit returns, while the next batch
-    is written (`compacts_in_background`)."""
+    is written (`compacts_in_background`), after `round_gate(checkpoint)` returns (the engine's
+    wait for the batch to be over: `Coordinator.round_gate`)."""
     table = committer.target.table()
     if table is not None and not table.is_primary_key_table and not compacts_appends(table):
         return committer  # write-only: Paimon's writers never compact such a table
@@ -68,6 +69,7 @@ def coordinated(committer: Committer, store: StateStore, distributed: Rewriter |
             coordinator = new_coordinator(committer.target, committer.commit_user, store, distributed=distributed,
                                           in_place=in_place)
             coordinator.background = background and compacts_in_background(committer.target.table())
+            coordinator.round_gate = round_gate
             coordinator.restore()
             _coordinators[key] = coordinator
     return CoordinatedCommitter(committer, coordinator)

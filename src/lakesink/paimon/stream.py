@@ -64,6 +64,7 @@ class StreamSink:
         # The engine's committing process outlives its batches (a driver thread, not a process per
         # commit): compaction rounds may trail the commits (compaction.coordinated).
         self.background_compaction = False
+        self.round_gate = None  # with it: the engine's wait for a batch to end (`Coordinator.round_gate`)
         # Another process runs the compaction rounds after this sink's commits (an engine that
         # commits in a process per batch hands them to a service: `compaction_rounds`).
         self.rounds_elsewhere = False
@@ -136,7 +137,7 @@ class StreamSink:
             # primary-key tables compacted when their sorted runs pass the trigger.
             from .compaction import coordinated
             committer = coordinated(committer, self.store, self.rewriter, in_place=self.in_place,
-                                    background=self.background_compaction)
+                                    background=self.background_compaction, round_gate=self.round_gate)
         return committer
 
     def compaction_rounds(self):

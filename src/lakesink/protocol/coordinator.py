@@ -182,6 +182,9 @@ class Coordinator(Generic[C]):
         self._round_lock = threading.RLock()
         self.background = background
         self._round_thread: threading.Thread | None = None  # the background round running
+        # Called with the checkpoint on a background round's thread before the round: the engine
+        # waits there for the checkpoint to be over, so the round runs while the job idles.
+        self.round_gate: Callable[[int], None] | None = None
 
     # -- events -------------------------------------------------------------------
     def send(self, event) -> None:
@@ -228,6 +231,11 @@ class Coordinator(Generic[C]):
         return thread is not None and thread.is_alive() and thread is not threading.current_thread()
 
     def _background_round(self, checkpoint: int, on_round) -> None:
+        if self.round_gate is not None:
+            try:
+                self.round_gate(checkpoint)
+            except Exception as exc:  # noqa: BLE001 - a wait, never a reason to skip the round
+                log.warning("waiting before the round after checkpoint %s failed: %s", checkpoint, exc)
         report = self._finish(checkpoint, True)
         if report is not None and on_round is not None:
             on_round(report)

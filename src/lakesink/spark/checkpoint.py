@@ -40,3 +40,19 @@ def await_recorded(checkpoint: str, batch_id: int, timeout: float = 2.0) -> bool
     while not os.path.exists(recorded) and time.monotonic() < deadline:
         time.sleep(0.005)
     return os.path.exists(recorded)
+
+
+# Spark's bookkeeping after a batch's commit-log write (progress, listener events, old log
+# entries purged): ~50 ms on 2 cores, before the query idles until its next trigger.
+BATCH_END_SECONDS = 0.1
+
+
+def await_batch_end(checkpoint: str, batch_id: int, timeout: float = 2.0) -> None:
+    """Wait until micro-batch `batch_id` is over: recorded in the commit log (`await_recorded`,
+    at most `timeout`), then Spark's end of the batch. Work started here (a compaction round)
+    runs while the query idles instead of beside Spark: measured on 2 cores, a round started
+    as the commit returned made `commitOffsets` ~40 ms longer, one started as the commit log
+    appeared still ~25 ms."""
+    if await_recorded(checkpoint, batch_id, timeout):
+        time.sleep(BATCH_END_SECONDS)
+

@@ -55,7 +55,7 @@ import time
 from .. import storage
 from ..errors import BackgroundCommitError
 from ..protocol import PendingStore, StateStore
-from .checkpoint import await_recorded, query_id
+from .checkpoint import await_batch_end, query_id
 from ..protocol.pipelined import (COMMIT, COMPACTION, IDLE_SECONDS, STOP, CheckpointLock, raise_recorded_error,
                                   record_error, runtime_dir, runtime_name, socket_path, wake)
 
@@ -200,16 +200,12 @@ class _Committing:
 class _Compacting:
     """The compaction role: a round after the batches that landed since the last one.
 
-    A round starts once Spark has recorded the newest batch (`commits/<batch>` in the query's
-    checkpoint) and finished the batch's bookkeeping after it: until then Spark's own
-    commit-log write runs, and from then the query idles until its next trigger. Measured on
-    2 cores, a round started as the batch's commit returned made Spark's `commitOffsets` ~40 ms
-    longer and the next `addBatch` ~30 ms; one started as the commit log appeared still made
-    `commitOffsets` ~25 ms longer (Spark reports the batch's progress ~50 ms after that write).
+    A round starts once the newest batch is over (`checkpoint.await_batch_end`): until then
+    Spark's own commit-log write and bookkeeping run, and from then the query idles until its
+    next trigger.
     """
 
     RECORDED_WAIT_SECONDS = 2.0  # then it runs anyway: the batch may have failed after landing
-    SETTLE_SECONDS = 0.1         # after the commit log: Spark's end of the batch (see above)
 
     def __init__(self, sink):
         self.sink = sink
@@ -231,8 +227,7 @@ class _Compacting:
         if last is None or last == self._waited_for:
             return  # nothing landed, or waited for once already (a batch Spark may never record)
         self._waited_for = last
-        if await_recorded(self.sink.checkpoint, last, self.RECORDED_WAIT_SECONDS):
-            time.sleep(self.SETTLE_SECONDS)
+        await_batch_end(self.sink.checkpoint, last, self.RECORDED_WAIT_SECONDS)
 
     def failed(self, exc: BaseException) -> None:
         pass  # the batches landed; the next batch starts a service that looks again

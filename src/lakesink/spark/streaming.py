@@ -15,6 +15,7 @@ Hadoop's file system.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
@@ -28,7 +29,7 @@ from ..paimon.stream import StreamSink
 from ..protocol import PipelinedCommitter, crashpoints
 from .arrow import spark_to_arrow
 from .catalog import resolve_for
-from .checkpoint import query_id
+from .checkpoint import await_batch_end, query_id
 from .fastpath import write_staged
 from .keyed import translate_error
 from .keyed_tasks import KeyedPlan, KeyedTaskSpec, buffer_bytes, check_keyed_layout, write_in_one_task
@@ -55,10 +56,10 @@ class FastStreamSink:
 
     def __init__(self, sink: StreamSink, pipelined: bool):
         self.sink = sink
-        # This driver outlives its batches: rounds trail commits, starting as the commit returns
-        # (waiting for Spark's commit log first, as the compaction service does, measured no
-        # faster here: docs/compaction.md, "Rounds in the background").
+        # This driver outlives its batches: rounds trail commits, once the batch is over (as the
+        # compaction service's: docs/compaction.md, "Rounds in the background").
         sink.background_compaction = True
+        sink.round_gate = functools.partial(await_batch_end, sink.checkpoint)
         self.pipelined = pipelined
         self.reports = []
         self.pipeline: PipelinedCommitter | None = None
