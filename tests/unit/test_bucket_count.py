@@ -101,13 +101,7 @@ def test_a_partition_rescaled_after_the_plan_is_read_again_and_refused(tmp_path)
     target, files = planned_write(path, tmp_path, ids_in_bucket(path, 3, 5))
     assert {f.bucket for f in files} == {3} and target.uniform_buckets == 4
 
-    catalog.alter_table("db.t", [SchemaChange.set_option("bucket", "2")], False)
-    table = open_table(path)
-    builder = table.new_batch_write_builder().overwrite({})
-    write, commit = builder.new_write(), builder.new_commit()
-    write.write_arrow(pa.table({"id": list(range(40)), "v": ["rescaled"] * 40}, schema=SCHEMA))
-    commit.commit(write.prepare_commit())
-    write.close(), commit.close()
+    rescale(catalog, path, 2, range(40))
     catalog.alter_table("db.t", [SchemaChange.set_option("bucket", "4")], False)
     before_rows, before_snapshots = read_table(path).sort_by("id"), [s.id for s in snapshots(path)]
     assert {e.bucket for e in _live(path)} <= {0, 1}  # the rescale wrote buckets 0 and 1 only
@@ -116,6 +110,23 @@ def test_a_partition_rescaled_after_the_plan_is_read_again_and_refused(tmp_path)
         target.commit("lakesink-test", 1, files)
     assert [s.id for s in snapshots(path)] == before_snapshots
     assert read_table(path).sort_by("id").equals(before_rows)
+
+
+def rescale(catalog, path: str, buckets: int, ids=None, only_bucket: int | None = None) -> None:
+    """Paimon's rescale: the `bucket` option changed, then the partition written anew by
+    pypaimon's INSERT OVERWRITE with the new count (`ids`, or ten keys of `only_bucket`)."""
+    from pypaimon.schema.schema_change import SchemaChange
+    catalog.alter_table("db.t", [SchemaChange.set_option("bucket", str(buckets))], False)
+    if only_bucket is not None:
+        ids = ids_in_bucket(path, only_bucket, 10)
+    builder = open_table(path).new_batch_write_builder().overwrite({})
+    write, commit = builder.new_write(), builder.new_commit()
+    try:
+        write.write_arrow(pa.table({"id": list(ids), "v": ["rescaled"] * len(list(ids))}, schema=SCHEMA))
+        commit.commit(write.prepare_commit())
+    finally:
+        write.close()
+        commit.close()
 
 
 def _live(path):
@@ -128,19 +139,10 @@ def test_files_bucketed_for_the_count_the_table_had_before_a_rescale_are_refused
     rescaled to 2 (ALTER, INSERT OVERWRITE) before the commit. The files' rows are in the
     buckets of 4, not of 2: committed under the new count, which their partition now has, they
     would sit in a bucket readers do not look for their keys in. Refused, nothing committed."""
-    from pypaimon.schema.schema_change import SchemaChange
-
     catalog, path = new_table(tmp_path, buckets=4)
     pypaimon_append(open_table(path), pa.table({"id": list(range(40)), "v": ["paimon"] * 40}, schema=SCHEMA))
     target, files = planned_write(path, tmp_path, ids_in_bucket(path, 1, 5))
-    catalog.alter_table("db.t", [SchemaChange.set_option("bucket", "2")], False)
-    table = open_table(path)
-    kept = ids_in_bucket(path, 0, 10)  # the rescaled partition keeps keys of bucket 0 only
-    builder = table.new_batch_write_builder().overwrite({})
-    write, commit = builder.new_write(), builder.new_commit()
-    write.write_arrow(pa.table({"id": kept, "v": ["rescaled"] * len(kept)}, schema=SCHEMA))
-    commit.commit(write.prepare_commit())
-    write.close(), commit.close()
+    rescale(catalog, path, 2, only_bucket=0)  # the rescaled partition keeps keys of bucket 0 only
     before_rows, before_snapshots = read_table(path).sort_by("id"), [s.id for s in snapshots(path)]
 
     with pytest.raises(CommitConflictError, match=r"4 buckets.*now has 2") as refused:
