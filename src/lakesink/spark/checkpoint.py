@@ -55,4 +55,3 @@ def await_batch_end(checkpoint: str, batch_id: int, timeout: float = 2.0) -> Non
     appeared still ~25 ms."""
     if await_recorded(checkpoint, batch_id, timeout):
         time.sleep(BATCH_END_SECONDS)
-
