@@ -423,16 +423,16 @@ def test_background_rounds_trail_the_commit_hold_events_and_run_one_at_a_time(tm
 
 def test_a_background_round_starts_after_the_engine_says_the_checkpoint_is_over(tmp_path):
     """`round_gate`: the engine's wait for the checkpoint to end (Spark's commit log) runs on the
-    round's thread, before the round; the commit returns at once, and a gate that fails still
-    lets the round run."""
+    round's thread, before the round; the commit returns at once, waiting for the round tells
+    the gate to stop waiting, and a gate that fails still lets the round run."""
     import threading
     table = MemoryTable()
     coordinator = Coordinator(MergeAtTen(), table, "u", StateStore(str(tmp_path / "state")), background=True)
     over = threading.Event()
     gated = []
 
-    def gate(checkpoint: int) -> None:
-        gated.append((checkpoint, table.live_names.copy()))
+    def gate(checkpoint: int, opened: threading.Event) -> None:
+        gated.append((checkpoint, table.live_names.copy(), opened))
         assert over.wait(10), "the test never ended the checkpoint"
         if checkpoint == 2:
             raise OSError("no commit log")
@@ -445,10 +445,12 @@ def test_a_background_round_starts_after_the_engine_says_the_checkpoint_is_over(
         coordinator.commit_started(n)
         table.append("u", n, [small(f"f{n}")])
         assert coordinator.commit_finished(n, landed=True, on_round=rounds.append) is None  # at once
+        assert not gated[-1][2].is_set()
         assert not coordinator.wait(0.1) and len(rounds) == n - 1  # held at the gate: no round yet
+        assert gated[-1][2].is_set()  # someone waits for the round: the engine may stop waiting
         over.set()
         assert coordinator.wait(10) and len(rounds) == n
-    assert [c for c, _ in gated] == [1, 2] and gated[1][1] == {"f1", "f2"}
+    assert [g[0] for g in gated] == [1, 2] and gated[1][1] == {"f1", "f2"}
     assert rounds[-1].error is None and list(coordinator.bins) == ["f1", "f2"]
 
 

@@ -31,6 +31,16 @@ def test_a_batch_never_recorded_is_waited_for_at_most_the_timeout(tmp_path):
     assert 0.2 <= time.monotonic() - started < 0.2 + BATCH_END_SECONDS  # no end-of-batch wait: not recorded
 
 
+def test_it_stops_waiting_when_someone_waits_for_the_work_after_it(tmp_path):
+    """A stopping query's last batch may never be recorded: `await_commits` cancels the wait."""
+    (tmp_path / "commits").mkdir()
+    cancel = threading.Event()
+    threading.Timer(0.2, cancel.set).start()
+    started = time.monotonic()
+    await_batch_end(str(tmp_path), 9, cancel, timeout=5)
+    assert time.monotonic() - started < 1
+
+
 def test_without_a_local_commit_log_it_does_not_wait(tmp_path):
     started = time.monotonic()
     await_batch_end(str(tmp_path / "no-such-checkpoint"), 1, timeout=5)

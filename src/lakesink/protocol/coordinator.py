@@ -182,9 +182,11 @@ class Coordinator(Generic[C]):
         self._round_lock = threading.RLock()
         self.background = background
         self._round_thread: threading.Thread | None = None  # the background round running
-        # Called with the checkpoint on a background round's thread before the round: the engine
-        # waits there for the checkpoint to be over, so the round runs while the job idles.
-        self.round_gate: Callable[[int], None] | None = None
+        # Called with the checkpoint and an Event on a background round's thread before the round:
+        # the engine waits there for the checkpoint to be over, so the round runs while the job
+        # idles. The Event is set when someone waits for the round (`wait`): stop waiting then.
+        self.round_gate: Callable[[int, threading.Event], None] | None = None
+        self._gate_open = threading.Event()
 
     # -- events -------------------------------------------------------------------
     def send(self, event) -> None:
@@ -209,6 +211,7 @@ class Coordinator(Generic[C]):
         background, returns None at once and hands the round's report to `on_round`."""
         if self.background and landed:
             self.wait()  # one round at a time
+            self._gate_open.clear()
             thread = threading.Thread(target=self._background_round, args=(checkpoint, on_round),
                                       name=f"lakesink-compaction-{checkpoint}")
             with self._events_lock:
@@ -222,6 +225,7 @@ class Coordinator(Generic[C]):
         """Wait for a background round to end; False if it still runs after `timeout`."""
         thread = self._round_thread
         if thread is not None and thread is not threading.current_thread():
+            self._gate_open.set()  # the next checkpoint's commit, or a stopping job: no more waiting
             thread.join(timeout)
             return not thread.is_alive()
         return True
@@ -233,7 +237,7 @@ class Coordinator(Generic[C]):
     def _background_round(self, checkpoint: int, on_round) -> None:
         if self.round_gate is not None:
             try:
-                self.round_gate(checkpoint)
+                self.round_gate(checkpoint, self._gate_open)
             except Exception as exc:  # noqa: BLE001 - a wait, never a reason to skip the round
                 log.warning("waiting before the round after checkpoint %s failed: %s", checkpoint, exc)
         report = self._finish(checkpoint, True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Callable
 
@@ -26,19 +27,22 @@ def query_id(checkpoint: str | None, options: dict | None = None) -> Callable[[]
     return lambda: query_id_of(checkpoint, options) if checkpoint else None
 
 
-def await_recorded(checkpoint: str, batch_id: int, timeout: float = 2.0) -> bool:
+def await_recorded(checkpoint: str, batch_id: int, timeout: float = 2.0,
+                   cancel: threading.Event | None = None) -> bool:
     """Wait (at most `timeout`) until Spark has recorded micro-batch `batch_id` in the query's
     commit log (`<checkpoint>/commits/<batch>`, written after the sink's commit returned); from
     then the query idles until its next trigger. Only local checkpoints that have a commit log:
-    polling an object store would cost more than waiting saves. True once it is recorded."""
+    polling an object store would cost more than waiting saves. True once it is recorded;
+    `cancel` set: stop waiting."""
     local = storage.local_path(checkpoint)
     log_dir = os.path.join(local, "commits") if local is not None else None
     if log_dir is None or not os.path.isdir(log_dir):
         return False
     recorded = os.path.join(log_dir, str(batch_id))
     deadline = time.monotonic() + timeout
-    while not os.path.exists(recorded) and time.monotonic() < deadline:
-        time.sleep(0.005)
+    cancel = cancel or threading.Event()
+    while not os.path.exists(recorded) and time.monotonic() < deadline and not cancel.wait(0.005):
+        pass
     return os.path.exists(recorded)
 
 
@@ -47,11 +51,13 @@ def await_recorded(checkpoint: str, batch_id: int, timeout: float = 2.0) -> bool
 BATCH_END_SECONDS = 0.1
 
 
-def await_batch_end(checkpoint: str, batch_id: int, timeout: float = 2.0) -> None:
+def await_batch_end(checkpoint: str, batch_id: int, cancel: threading.Event | None = None,
+                    timeout: float = 2.0) -> None:
     """Wait until micro-batch `batch_id` is over: recorded in the commit log (`await_recorded`,
     at most `timeout`), then Spark's end of the batch. Work started here (a compaction round)
     runs while the query idles instead of beside Spark: measured on 2 cores, a round started
     as the commit returned made `commitOffsets` ~40 ms longer, one started as the commit log
-    appeared still ~25 ms."""
-    if await_recorded(checkpoint, batch_id, timeout):
-        time.sleep(BATCH_END_SECONDS)
+    appeared still ~25 ms. `cancel` set: stop waiting (someone waits for that work)."""
+    cancel = cancel or threading.Event()
+    if await_recorded(checkpoint, batch_id, timeout, cancel):
+        cancel.wait(BATCH_END_SECONDS)

@@ -227,7 +227,7 @@ class _Compacting:
         if last is None or last == self._waited_for:
             return  # nothing landed, or waited for once already (a batch Spark may never record)
         self._waited_for = last
-        await_batch_end(self.sink.checkpoint, last, self.RECORDED_WAIT_SECONDS)
+        await_batch_end(self.sink.checkpoint, last, timeout=self.RECORDED_WAIT_SECONDS)
 
     def failed(self, exc: BaseException) -> None:
         pass  # the batches landed; the next batch starts a service that looks again
