@@ -182,11 +182,9 @@ class Coordinator(Generic[C]):
         self._round_lock = threading.RLock()
         self.background = background
         self._round_thread: threading.Thread | None = None  # the background round running
-        # Called with the checkpoint and an Event on a background round's thread before the round:
-        # the engine waits there for the checkpoint to be over, so the round runs while the job
-        # idles. The Event is set when someone waits for the round (`wait`): stop waiting then.
+        # (checkpoint, Event) before a background round, on its thread: the engine waits for the end
         self.round_gate: Callable[[int, threading.Event], None] | None = None
-        self._gate_open = threading.Event()
+        self._gate_open = threading.Event()  # of the checkpoint (the job idles then), or this: `wait`
 
     # -- events -------------------------------------------------------------------
     def send(self, event) -> None:
@@ -225,7 +223,7 @@ class Coordinator(Generic[C]):
         """Wait for a background round to end; False if it still runs after `timeout`."""
         thread = self._round_thread
         if thread is not None and thread is not threading.current_thread():
-            self._gate_open.set()  # the next checkpoint's commit, or a stopping job: no more waiting
+            self._gate_open.set()  # someone waits for the round (the next commit, a stop): go
             thread.join(timeout)
             return not thread.is_alive()
         return True
