@@ -17,8 +17,9 @@ After checkpoint N's append snapshot lands, `commit_finished(N)`:
    state always matches a committed snapshot.
 
 In the background (`background=True`, an engine whose driver outlives its checkpoints):
-steps 2-3 run on a thread of their own once the checkpoint's commit returns, as Paimon's
-writers compact while the next checkpoint's data arrives. One round at a time: the next
+steps 2-3 run on a thread of their own after the checkpoint's commit, once `round_gate`
+(the engine's wait for the checkpoint's end, given an Event that ends it) returns, as
+Paimon's writers compact between checkpoints. One round at a time: the next
 `commit_finished` waits for it; events arriving meanwhile are held. `wait()` waits for it.
 
 A restarted driver `restore()`s the newest state, finishes a pending
@@ -182,9 +183,8 @@ class Coordinator(Generic[C]):
         self._round_lock = threading.RLock()
         self.background = background
         self._round_thread: threading.Thread | None = None  # the background round running
-        # (checkpoint, Event) before a background round, on its thread: the engine waits for the end
-        self.round_gate: Callable[[int, threading.Event], None] | None = None
-        self._gate_open = threading.Event()  # of the checkpoint (the job idles then), or this: `wait`
+        self.round_gate: Callable[[int, threading.Event], None] | None = None  # see above
+        self._gate_open = threading.Event()  # the gate's Event: set once someone `wait`s for the round
 
     # -- events -------------------------------------------------------------------
     def send(self, event) -> None:
