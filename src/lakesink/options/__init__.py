@@ -13,14 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .. import storage
-from ..errors import ConfigurationError, InvalidOptionError, UnknownOptionError, UnsupportedOptionError
+from ..errors import (ConfigurationError, InvalidOptionError, UnknownOptionError, UnsupportedOptionError,
+                      UnsupportedTableError)
 from .declarations import (BATCH_IDENTIFIER, CATALOG_FAMILY_DOC, CATALOG_FAMILY_PREFIX, MAX_COMMIT_IDENTIFIER,
-                                  REFUSED, REGISTRY, SCOPES, SPARK_SUPPLIED, STORAGE_FAMILY_DOC, Option, Refusal)
+                                  REFUSED, REGISTRY, SCOPES, UNHONOURED, SPARK_SUPPLIED, STORAGE_FAMILY_DOC, Option, Refusal)
 
 __all__ = ["BATCH_IDENTIFIER", "MAX_COMMIT_IDENTIFIER", "SPARK_SUPPLIED", "SCOPES", "REGISTRY", "REFUSED", "Option",
            "Refusal", "refusal", "option", "canonical", "paimon_option_keys", "is_field_option", "is_storage_option",
            "parse", "parse_storage", "storage_options", "catalog_options", "table_value", "table_options_of",
-           "WriteOptions"]
+           "WriteOptions", "UNHONOURED", "check_honoured"]
 
 
 def refusal(key: str, scopes: tuple[str, ...]) -> Refusal | None:
@@ -33,6 +34,20 @@ def _check_refused(key: str, scopes: tuple[str, ...]) -> None:
     found = refusal(key, scopes)
     if found is not None:
         raise UnsupportedOptionError(key, found.reason)
+
+
+def check_honoured(table_options: Mapping[str, object], table: str | None = None) -> None:
+    """Refuse the Paimon table options lakesink cannot honour yet (`UNHONOURED`): given to a
+    write (`table` None: `UnsupportedOptionError`) or held by the existing table `table`
+    (`UnsupportedTableError`). Called before anything is written."""
+    for key, value in table_options.items():
+        entry = UNHONOURED.get(str(key))
+        if entry is None or str(value).strip().lower() in entry.honoured:
+            continue
+        if table is not None:
+            raise UnsupportedTableError(f"{table} has {key}={value}, which lakesink cannot write yet. "
+                                        f"{entry.reason} Nothing was written.")
+        raise UnsupportedOptionError(key, f"{key}={value}: {entry.reason} Nothing was written.")
 
 
 def option(key: str) -> Option:
@@ -226,7 +241,7 @@ class WriteOptions:
                 continue
             elif is_storage_option(key):
                 out.fs_options[storage.canonical_key(key)] = value
-            elif key in known_paimon or is_field_option(key):
+            elif key in known_paimon or is_field_option(key) or key in UNHONOURED:
                 if key in REGISTRY:
                     REGISTRY[key].parse(value, key)  # a bad value fails here, not after the write
                 out.table_options[key] = value
@@ -255,6 +270,7 @@ class WriteOptions:
         out.in_place = typed.get("write.in-place", "auto")
         out.keyed_shuffle = typed.get("write.keyed-shuffle", "auto")
         out.keyed_shuffle_min_rows = typed.get("write.keyed-shuffle.min-rows", 1_000_000)
+        check_honoured(out.table_options)
         if out.commit_identifier is not None and out.commit_user is None:
             raise InvalidOptionError("commit.identifier", out.commit_identifier,
                                      "to be given together with commit.user")

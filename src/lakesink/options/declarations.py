@@ -438,6 +438,41 @@ def _refuse(*refusals: Refusal) -> None:
         REFUSED[refusal.key.lower()] = refusal
 
 
+# Paimon table options lakesink cannot honour yet, with the values it can: refused by name at
+# create and at write, and on an existing table that has them (never accepted and then ignored).
+@dataclass(frozen=True)
+class Unhonoured:
+    key: str
+    honoured: tuple[str, ...]   # lower-cased values lakesink writes as Paimon means them
+    reason: str
+
+
+UNHONOURED: dict[str, Unhonoured] = {}
+
+
+def _unhonoured(*entries: Unhonoured) -> None:
+    for entry in entries:
+        UNHONOURED[entry.key] = entry
+
+
+_unhonoured(
+    Unhonoured("deletion-vectors.enabled", ("false",),
+               "Readers of a deletion-vector table skip level-0 files, and lakesink does not yet merge its "
+               "writes into deletion vectors at commit: every row it wrote would be invisible. Create the "
+               "table without it, or write it with Apache Paimon's Java writers."),
+    Unhonoured("data-evolution.enabled", ("false",),
+               "lakesink does not write data-evolution tables (column groups merged by row id). Create the "
+               "table without it, or write it with Apache Paimon's Java writers."),
+    Unhonoured("metadata.iceberg.storage", ("disabled",),
+               "lakesink's commits do not write Iceberg metadata yet: Iceberg readers would keep seeing the "
+               "table as it was. Unset the option (ALTER TABLE ... RESET), or write the table with Apache "
+               "Paimon's Java writers."),
+    Unhonoured("metadata.iceberg-compatible", ("false",),
+               "lakesink's commits do not write Iceberg metadata yet: Iceberg readers would keep seeing the "
+               "table as it was. Unset the option, or write the table with Apache Paimon's Java writers."),
+)
+
+
 _MAX_ROWS = ("lakesink limits a micro-batch by rows, in whole snapshots (a snapshot's files are never "
              "split across micro-batches): use `read.stream.maxRowsPerTrigger` (alias `maxRowsPerTrigger`).")
 _refuse(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .declarations import CATALOG_FAMILY_DOC, REFUSED, REGISTRY, SCOPES, STORAGE_FAMILY_DOC, Option
+from .declarations import (CATALOG_FAMILY_DOC, REFUSED, REGISTRY, SCOPES, STORAGE_FAMILY_DOC, UNHONOURED,
+                           Option)
 
 BEGIN, END = "<!-- BEGIN GENERATED: python -m lakesink.options -->", "<!-- END GENERATED -->"
 
@@ -39,6 +40,12 @@ def render_markdown() -> str:
               "| key | refused in | use instead |", "|---|---|---|"]
     for refused in REFUSED.values():
         lines.append(f"| `{refused.key}` | {', '.join(f'`{s}`' for s in refused.scopes)} | {refused.reason} |")
+    lines += ["", "### Table options lakesink cannot honour yet", "",
+              "Refused with the values shown as refused, whether given to a write that creates the table, "
+              "to a write into an existing table, or held by an existing table: never accepted and then "
+              "ignored.", "", "| key | written | why refused otherwise |", "|---|---|---|"]
+    for entry in UNHONOURED.values():
+        lines.append(f"| `{entry.key}` | {', '.join(f'`{v}`' for v in entry.honoured)} | {entry.reason} |")
     lines += ["", END]
     return "\n".join(lines)
 

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from pypaimon.manifest.schema.simple_stats import SimpleStats
 from pypaimon.table.row.generic_row import GenericRow
 
+from .. import options as registry
 from ..errors import ConfigurationError, UnsupportedTableError
 from .datafiles import StagedFile, TableLayout, column_stats, describe_parquet
 
@@ -304,9 +305,7 @@ def check_keyed_table(table, requested_primary_keys) -> None:
     if (table.options.file_format() or "parquet").lower() != "parquet":
         raise UnsupportedTableError(f"{table.table_path} stores {table.options.file_format()} files; "
                                     "lakesink writes Parquet tables only.")
-    for key in ("deletion-vectors.enabled",):
-        if str(table.table_schema.options.get(key, "false")).lower() == "true":
-            raise UnsupportedTableError(f"{table.table_path} has {key}=true, which lakesink does not write yet.")
+    registry.check_honoured(table.table_schema.options, str(table.table_path))
     changelog = str(table.table_schema.options.get("changelog-producer", "none")).lower()
     if changelog not in CHANGELOG_PRODUCERS:
         raise UnsupportedTableError(

@@ -174,6 +174,13 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
             f"primary-key: {path_name} planned a write with primary-key {options.primary_keys} as an append "
             "write; keyed writes are planned by paimon.keyed_target.prepare_keyed_target. Nothing was written."
         )
+    for key in ("rowkind.field", "sequence.field"):
+        if options.table_options.get(key):
+            raise ConfigurationError(
+                f"{key} applies to primary-key tables only, and {path_name} writes this table as an append "
+                "table: " + ("rows marked -D or -U would be kept as plain rows" if key == "rowkind.field" else
+                             "no versions of a key would ever be merged by it") + ". Give the table a primary key "
+                "(primary_key=[...] or the option primary-key) when creating it. Nothing was written.", option=key)
     fs_options = options.fs_options or None
     table = tables.open_table(path, fs_options)
     # Refuse storages without an atomic snapshot publication before anything is written.
@@ -229,6 +236,12 @@ def plan_layout(table, schema: pa.Schema, options: WriteOptions) -> TableLayout:
 check_types = evolution.check_types
 
 
+# Table options that decide the table's layout or how its rows merge, with Paimon's defaults: a
+# write naming one checks it against the table's value, set or not (never applied to one write).
+_LAYOUT_DEFAULTS = {"bucket": "-1", "merge-engine": "deduplicate", "changelog-producer": "none",
+                    "file.format": "parquet", "sequence.field": None, "row-tracking.enabled": "false"}
+
+
 def check_options_match(table, options: WriteOptions) -> None:
     if options.partition_keys and list(options.partition_keys) != list(table.partition_keys):
         raise ConfigurationError(
@@ -236,7 +249,11 @@ def check_options_match(table, options: WriteOptions) -> None:
             "the partitioning of an existing table cannot be changed by a write."
         )
     for key, value in options.table_options.items():
-        current = table.table_schema.options.get(key)
+        current = table.table_schema.options.get(key, _LAYOUT_DEFAULTS.get(key))
+        if key in _LAYOUT_DEFAULTS and current is None:
+            raise ConfigurationError(
+                f"option {key}={value!r}: the table has no {key}, and a write cannot add it (it changes how "
+                "the table's rows merge); table options of an existing table are changed with ALTER TABLE.")
         if current is not None and current != value:
             raise ConfigurationError(
                 f"option {key}={value!r} contradicts the table's {key}={current!r}; "

@@ -11,7 +11,7 @@ from pypaimon.schema.schema_manager import SchemaManager
 from pypaimon.table.bucket_mode import BucketMode
 from pypaimon.table.file_store_table import FileStoreTable
 
-from .. import storage
+from .. import options as registry, storage
 from . import compat, evolution, parquet_layout
 from ..errors import (NotAPaimonTableError, SchemaMismatchError, TableAlreadyExistsError,
                       UnsupportedTableError)
@@ -157,6 +157,13 @@ def check_writable(table: FileStoreTable, path_name: str) -> None:
         raise UnsupportedTableError(
             f"{table.table_path} stores {table.options.file_format()} files; lakesink writes Parquet tables only."
         )
+    registry.check_honoured(table.table_schema.options, str(table.table_path))
+    extra_keys = [k for k in ("rowkind.field", "sequence.field") if table.table_schema.options.get(k)]
+    if extra_keys:
+        raise UnsupportedTableError(
+            f"{table.table_path} has {extra_keys[0]}={table.table_schema.options[extra_keys[0]]!r} but no primary "
+            f"key: {extra_keys[0]} applies to primary-key tables only, and readers keep every row of this table "
+            "as an insert. Reset the option (ALTER TABLE ... RESET) or recreate the table with a primary key.")
     problem = parquet_layout.nanosecond_layout_problem(arrow_schema(table))
     if problem is not None:
         raise UnsupportedTableError(f"{table.table_path}: {path_name} cannot write this table: {problem}.")

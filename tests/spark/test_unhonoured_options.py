@@ -1,0 +1,126 @@
+"""Table options lakesink cannot honour are refused before anything is written: at create, at a
+write into an existing table, and on a table that already holds them (never accepted and then
+ignored, which would hide rows or keep stale metadata)."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+
+import lakesink
+from lakesink.errors import ConfigurationError, UnsupportedOptionError, UnsupportedTableError
+from tests.helpers import PATHS, read_table, write
+from tests.spark.test_bad_input import Unchanged
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string()), ("op", pa.string())])
+
+
+def rows(spark):
+    return spark.createDataFrame([(1, "a", "+I"), (2, "b", "-D")], "id long, v string, op string")
+
+
+def pypaimon_table(warehouse, name: str, options: dict, primary_keys=()) -> str:
+    """A table another engine created (pypaimon here) holding `options`, with one row."""
+    from pypaimon import CatalogFactory, Schema
+
+    catalog = CatalogFactory.create({"warehouse": str(warehouse)})
+    catalog.create_database("db", True)
+    catalog.create_table(f"db.{name}", Schema.from_pyarrow_schema(SCHEMA, primary_keys=list(primary_keys),
+                                                                  options=options), False)
+    table = catalog.get_table(f"db.{name}")
+    builder = table.new_batch_write_builder()
+    writer, commit = builder.new_write(), builder.new_commit()
+    writer.write_arrow(pa.table({"id": [0], "v": ["z"], "op": ["+I"]}, schema=SCHEMA))
+    commit.commit(writer.prepare_commit())
+    writer.close()
+    commit.close()
+    return str(warehouse / "db.db" / name)
+
+
+@pytest.mark.parametrize("path_kind", PATHS)
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "append"])
+def test_deletion_vectors_on_create_are_refused_and_no_table_is_created(spark, table_path, path_kind, keyed):
+    options = {"deletion-vectors.enabled": "true", **({"primary-key": "id", "bucket": "2"} if keyed else {})}
+    with pytest.raises(Exception) as info:
+        write(rows(spark), table_path, path_kind, **options)
+    assert "deletion-vectors.enabled=true" in str(info.value)
+    assert "invisible" in str(info.value)
+    assert not os.path.exists(os.path.join(table_path, "schema"))
+    assert not os.path.exists(os.path.join(table_path, "snapshot"))
+
+
+def test_the_python_api_raises_the_typed_error_for_an_unhonoured_option(spark, table_path):
+    with pytest.raises(UnsupportedOptionError) as info:
+        lakesink.write(rows(spark), table_path, primary_key=["id"],
+                       options={"bucket": "2", "deletion-vectors.enabled": "true"})
+    assert info.value.option == "deletion-vectors.enabled"
+
+
+@pytest.mark.parametrize("path_kind", PATHS)
+def test_deletion_vectors_given_to_a_write_into_a_table_without_them_are_refused(spark, table_path, path_kind):
+    lakesink.write(rows(spark).drop("op"), table_path, primary_key=["id"], options={"bucket": "2"})
+    before = Unchanged(table_path)
+    with pytest.raises(Exception, match="deletion-vectors.enabled"):
+        write(rows(spark).drop("op"), table_path, path_kind, **{"deletion-vectors.enabled": "true"})
+    before.check()
+
+
+@pytest.mark.parametrize("option, value", [("deletion-vectors.enabled", "true"),
+                                           ("metadata.iceberg.storage", "table-location")])
+def test_a_keyed_table_holding_an_unhonoured_option_is_not_written(spark, warehouse, option, value):
+    path = pypaimon_table(warehouse, "k", {"bucket": "2", option: value}, primary_keys=["id"])
+    before = Unchanged(path)
+    with pytest.raises(UnsupportedTableError, match=f"{option}={value}"):
+        lakesink.write(rows(spark).drop("op"), path)
+    before.check()
+
+
+@pytest.mark.parametrize("path_kind", PATHS)
+def test_an_append_table_with_iceberg_metadata_is_not_written_or_compacted(spark, warehouse, path_kind):
+    path = pypaimon_table(warehouse, "a", {"metadata.iceberg.storage": "table-location"})
+    before = Unchanged(path)
+    with pytest.raises(Exception, match="Iceberg"):
+        write(rows(spark), path, path_kind)
+    before.check()
+    if path_kind == "fast":
+        with pytest.raises(UnsupportedTableError, match="metadata.iceberg.storage"):
+            lakesink.compact(spark, path)
+        before.check()
+
+
+@pytest.mark.parametrize("path_kind", PATHS)
+@pytest.mark.parametrize("option", ["rowkind.field", "sequence.field"])
+def test_row_kind_and_sequence_fields_without_a_primary_key_are_refused(spark, table_path, path_kind, option):
+    value = "op" if option == "rowkind.field" else "id"
+    with pytest.raises(Exception, match=f"{option} applies to primary-key tables only"):
+        write(rows(spark), table_path, path_kind, **{option: value})
+    assert not os.path.exists(os.path.join(table_path, "schema"))
+    # ... also into an existing append table
+    write(rows(spark), table_path, path_kind)
+    before = Unchanged(table_path)
+    with pytest.raises(Exception, match=f"{option} applies to primary-key tables only"):
+        write(rows(spark), table_path, path_kind, **{option: value})
+    before.check()
+    assert sorted(read_table(table_path).column("op").to_pylist()) == ["+I", "-D"]
+
+
+def test_an_append_table_that_stores_a_row_kind_field_without_a_key_is_not_written(spark, warehouse):
+    path = pypaimon_table(warehouse, "r", {"rowkind.field": "op"})
+    before = Unchanged(path)
+    with pytest.raises(UnsupportedTableError, match="no primary key"):
+        lakesink.write(rows(spark), path)
+    before.check()
+
+
+def test_a_write_cannot_add_a_merge_engine_to_a_table_that_has_none(spark, table_path):
+    lakesink.write(rows(spark).drop("op"), table_path, primary_key=["id"], options={"bucket": "2"})
+    before = Unchanged(table_path)
+    with pytest.raises(ConfigurationError, match="merge-engine"):
+        lakesink.write(rows(spark).drop("op"), table_path, options={"merge-engine": "first-row"})
+    before.check()
+    # Paimon's default, named explicitly, is what the table already does: accepted.
+    lakesink.write(rows(spark).drop("op"), table_path, options={"merge-engine": "deduplicate"})
