@@ -23,7 +23,7 @@ from .errors import (AmbiguousTableNameError, BackgroundCommitError, CatalogErro
                      DatabaseNotFoundError, EnvironmentSetupError, InvalidOptionError, JobAbortedError, LakesinkError,
                      MaintenanceError, NotAPaimonTableError, RestoreError, SchemaMismatchError, SnapshotNotFoundError,
                      TableAlreadyExistsError, TableNotFoundError, TagNotFoundError, UnknownOptionError,
-                     UnsafePublicationError, UnsupportedOptionError, UnsupportedTableError)
+                     UnsafePublicationError, UnsupportedOptionError, UnsupportedStatementError, UnsupportedTableError)
 from .protocol import CommitReport
 from . import jdbc  # lakesink.jdbc.write(...): PostgreSQL / SQLite sink (imports psycopg only when used)
 
@@ -325,4 +325,5 @@ __all__ = ["jdbc", "session", "register", "catalog", "resolve_table", "sql", "wr
            "CommitStateUnknownError", "JobAbortedError", "RestoreError", "BackgroundCommitError",
            "CheckpointMismatchError", "CorruptStateError", "MaintenanceError", "EnvironmentSetupError",
            "UnsupportedOptionError", "ConsumerNotFoundError", "AmbiguousTableNameError", "CatalogError",
-           "TableNotFoundError", "DatabaseNotFoundError", "CatalogInconsistencyError", "DatabaseConnectionError"]
+           "TableNotFoundError", "DatabaseNotFoundError", "CatalogInconsistencyError", "DatabaseConnectionError",
+           "UnsupportedStatementError"]

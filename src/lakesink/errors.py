@@ -60,6 +60,15 @@ class UnsupportedOptionError(ConfigurationError):
         super().__init__(f"Option {key!r} is not supported here. {pointer}", option=key)
 
 
+class UnsupportedStatementError(ConfigurationError):
+    """A SQL statement `lakesink.sql` cannot run on a catalog table; the message says what works."""
+
+    def __init__(self, statement: str, table: str, instead: str):
+        self.statement = statement
+        super().__init__(f"{statement} on {table} is not supported by lakesink.sql: {instead} Nothing was "
+                         "changed.", table=table)
+
+
 class SchemaMismatchError(LakesinkError, ValueError):
     """The data's schema does not fit the table. Nothing was written."""
 

@@ -216,6 +216,9 @@ class WriteOptions:
     # A write by name to a table its catalog does not hold yet: the catalog entry that creates and
     # registers the table when the write is planned (paimon.catalog.CatalogEntry), set by the caller.
     catalog_entry: object | None = None
+    # An overwrite of exactly one partition ({column: value} of every partition column), set by
+    # callers that know it (SQL's INSERT OVERWRITE ... PARTITION): replaced even by no rows.
+    overwrite_partition: dict | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, object], scopes: tuple[str, ...] = ("write",)) -> WriteOptions:

@@ -350,6 +350,14 @@ class Catalog:
         self._call("drop_table", parsed.identifier(), False)
         return True
 
+    def alter_table(self, name: str, changes: list) -> None:
+        """Apply pypaimon `SchemaChange`s to the table (a new schema file; no data rewritten)."""
+        parsed = self.parse_name(name)
+        if not self.resolve(name, "write").exists:
+            raise TableNotFoundError(f"Table {parsed} does not exist in the {self.config.describe()}.",
+                                     table=str(parsed))
+        self._call("alter_table", parsed.identifier(), changes, False)
+
     def register_table(self, name: str) -> None:
         """Enter a table that exists on storage at its catalog location into a JDBC catalog."""
         parsed = self.parse_name(name)

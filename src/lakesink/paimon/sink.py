@@ -82,7 +82,9 @@ class BatchWrite:
         commit_user = options.commit_user or f"lakesink-batch-{uuid.uuid4()}"
         identifier = options.commit_identifier if options.commit_identifier is not None else BATCH_IDENTIFIER
         overwrite = None
-        if mode == "overwrite":
+        if mode == "overwrite" and options.overwrite_partition:
+            overwrite = Overwrite(partitions=(dict(options.overwrite_partition),))
+        elif mode == "overwrite":
             overwrite = Overwrite(dynamic=_dynamic_overwrite(options, session_overwrite_mode, target, path_name))
         staging = f"{target.lakesink_dir()}/staging/{new_token()}"
         compression = options.table_options.get("file.compression") or "snappy"

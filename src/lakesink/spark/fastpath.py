@@ -26,7 +26,8 @@ _HIDDEN = "lakesink_partition_{}"
 
 def write(df, path: str, mode: str = "append", *, partition_by: Iterable[str] | None = None,
           options: Mapping[str, object] | None = None, commit_user: str | None = None,
-          commit_identifier: int | None = None, primary_key: Iterable[str] | None = None) -> CommitReport:
+          commit_identifier: int | None = None, primary_key: Iterable[str] | None = None,
+          overwrite_partition: Mapping[str, object] | None = None) -> CommitReport:
     """Write `df` into the Paimon table at `path` (or named so in the session's catalog) as one
     snapshot; create the table if missing (by name: in the catalog).
 
@@ -43,6 +44,7 @@ def write(df, path: str, mode: str = "append", *, partition_by: Iterable[str] | 
     opts = WriteOptions.parse(_merge(resolved.with_fs_options(options), partition_by, commit_user,
                                      commit_identifier, primary_key))
     opts.catalog_entry = resolved.entry  # a new table by name: created in its catalog when planned
+    opts.overwrite_partition = dict(overwrite_partition) if overwrite_partition else None
     from ..paimon.keyed_target import wants_keyed
     if wants_keyed(path, opts):  # primary-key and fixed-bucket tables: spark.keyed_write
         from .keyed_write import write_keyed

@@ -1,0 +1,120 @@
+"""`lakesink.sql` runs DDL and partition overwrites on the catalog's tables itself, and refuses by
+name what it cannot run (never a silent no-op, never Spark's INTERNAL_ERROR). Real Spark; the
+tables read back with pypaimon."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import lakesink
+from lakesink.errors import (ConfigurationError, TableAlreadyExistsError, TableNotFoundError,
+                             UnsupportedOptionError, UnsupportedStatementError)
+from tests.catalog.conftest import KINDS, catalog_options as options_for, forget_postgres_catalog, session_catalog
+from tests.helpers import read_table
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(params=["sqlite"])
+def cat(request, spark, tmp_path):
+    options = options_for(request.param, tmp_path)
+    with session_catalog(spark, options) as catalog:
+        catalog.create_database("shop")
+        yield catalog
+    forget_postgres_catalog(options)
+
+
+def sql(spark, query: str):
+    return lakesink.sql(spark, query)
+
+
+def rows(cat, name: str, *columns: str) -> list[tuple]:
+    table = read_table(cat.location(name))
+    return sorted(zip(*(table.column(c).to_pylist() for c in columns)))
+
+
+@pytest.mark.parametrize("cat", KINDS, indirect=True)
+def test_drop_table_removes_the_table_from_the_catalog_and_its_files(spark, cat):
+    lakesink.write(spark.range(3), "shop.users")
+    location = cat.location("shop.users")
+    sql(spark, "DROP TABLE shop.users")
+    assert "users" not in cat.list_tables("shop")
+    assert not os.path.exists(os.path.join(location, "snapshot"))
+    with pytest.raises(TableNotFoundError):
+        sql(spark, "DROP TABLE shop.users")
+    sql(spark, "DROP TABLE IF EXISTS shop.users")
+
+
+def test_create_table_with_paimon_properties_makes_the_table_lakesink_writes(spark, cat):
+    sql(spark, "CREATE TABLE shop.t (id BIGINT, v STRING, dt STRING) PARTITIONED BY (dt) "
+               "TBLPROPERTIES ('primary-key' = 'id,dt', 'bucket' = '2', 'merge-engine' = 'deduplicate')")
+    table = cat.open("shop.t")
+    assert table.primary_keys == ["id", "dt"] and table.partition_keys == ["dt"]
+    assert table.table_schema.options["bucket"] == "2"
+    assert [f.name for f in table.table_schema.fields] == ["id", "v", "dt"]
+    assert [r.tableName for r in sql(spark, "SHOW TABLES IN shop").collect()] == ["t"]
+    assert [r.namespace for r in sql(spark, "SHOW DATABASES").collect()] == ["shop"]
+    sql(spark, "INSERT INTO shop.t VALUES (1, 'a', 'd1'), (1, 'b', 'd1')")
+    assert rows(cat, "shop.t", "id", "v") == [(1, "b")]
+    with pytest.raises(TableAlreadyExistsError):
+        sql(spark, "CREATE TABLE shop.t (id BIGINT)")
+    sql(spark, "CREATE TABLE IF NOT EXISTS shop.t (id BIGINT)")
+    assert [f.name for f in cat.open("shop.t").table_schema.fields] == ["id", "v", "dt"]
+
+
+@pytest.mark.parametrize("statement, error, named", [
+    ("CREATE TABLE shop.d (id BIGINT) TBLPROPERTIES ('deletion-vectors.enabled' = 'true')", UnsupportedOptionError,
+     "deletion-vectors.enabled"),
+    ("CREATE TABLE shop.d (id BIGINT NOT NULL, v STRING NOT NULL) TBLPROPERTIES ('primary-key' = 'id', "
+     "'bucket' = '1')", ConfigurationError, "NOT NULL on 'v'"),
+    ("CREATE TABLE shop.d (id BIGINT, op STRING) TBLPROPERTIES ('rowkind.field' = 'op')", ConfigurationError,
+     "rowkind.field applies to primary-key tables only"),
+    ("CREATE OR REPLACE TABLE shop.d (id BIGINT)", UnsupportedStatementError, "replace_table_as"),
+])
+def test_a_create_table_lakesink_cannot_honour_creates_nothing(spark, cat, statement, error, named):
+    with pytest.raises(error, match=named):
+        sql(spark, statement)
+    assert "d" not in cat.list_tables("shop")
+
+
+def test_alter_table_add_columns_adds_nullable_columns(spark, cat):
+    lakesink.write(spark.range(2).selectExpr("id", "'x' AS v"), "shop.a")
+    sql(spark, "ALTER TABLE shop.a ADD COLUMNS (n INT, s STRING)")
+    assert [f.name for f in cat.open("shop.a").table_schema.fields] == ["id", "v", "n", "s"]
+    sql(spark, "INSERT INTO shop.a VALUES (5, 'y', 7, 'z')")
+    assert rows(cat, "shop.a", "id", "n") == [(0, None), (1, None), (5, 7)]
+    with pytest.raises(ConfigurationError, match="already exist"):
+        sql(spark, "ALTER TABLE shop.a ADD COLUMN n INT")
+
+
+def test_insert_overwrite_with_a_partition_clause_replaces_exactly_that_partition(spark, cat):
+    sql(spark, "CREATE TABLE shop.p (id BIGINT, v STRING, dt STRING) PARTITIONED BY (dt)")
+    sql(spark, "INSERT INTO shop.p VALUES (1, 'a', 'd1'), (2, 'b', 'd2'), (3, 'c', 'd3')")
+    sql(spark, "INSERT OVERWRITE shop.p PARTITION (dt = 'd1') SELECT 10, 'z'")
+    assert rows(cat, "shop.p", "id", "dt") == [(2, "d2"), (3, "d3"), (10, "d1")]
+    # A static partition is replaced even by no rows, as in Spark's own tables.
+    sql(spark, "INSERT OVERWRITE TABLE shop.p PARTITION (dt = 'd2') SELECT 11, 'y' WHERE false")
+    assert rows(cat, "shop.p", "id", "dt") == [(3, "d3"), (10, "d1")]
+    # Without a clause the session's partitionOverwriteMode decides (Spark's default: static).
+    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
+    try:
+        sql(spark, "INSERT OVERWRITE shop.p SELECT 12, 'x', 'd3'")
+    finally:
+        spark.conf.unset("spark.sql.sources.partitionOverwriteMode")
+    assert rows(cat, "shop.p", "id", "dt") == [(10, "d1"), (12, "d3")]
+    sql(spark, "INSERT OVERWRITE shop.p SELECT 13, 'w', 'd4'")
+    assert rows(cat, "shop.p", "id", "dt") == [(13, "d4")]
+
+
+@pytest.mark.parametrize("statement", ["TRUNCATE TABLE shop.k", "ALTER TABLE shop.k RENAME TO shop.k2",
+                                       "ALTER TABLE shop.k SET TBLPROPERTIES ('bucket' = '4')"])
+def test_statements_lakesink_sql_cannot_run_are_refused_by_name_and_change_nothing(spark, cat, statement):
+    lakesink.write(spark.range(3), "shop.k")
+    snapshot = cat.open("shop.k").snapshot_manager().get_latest_snapshot().id
+    with pytest.raises(UnsupportedStatementError, match="shop.k"):
+        sql(spark, statement)
+    assert cat.list_tables("shop") == ["k"]
+    assert cat.open("shop.k").snapshot_manager().get_latest_snapshot().id == snapshot
+    assert rows(cat, "shop.k", "id") == [(0,), (1,), (2,)]
