@@ -191,7 +191,7 @@ class WriteOptions:
     maintenance: bool = True
     aggregator: bool = False
     merge_schema: bool = False  # option write.merge-schema: evolve the table's schema with the data
-    in_place: str = "auto"      # option write.in-place: auto | true | false (paimon.intents)
+    in_place: str = "auto"      # option write.in-place: auto | true | false (paimon.commit.intents)
     keyed_shuffle: str = "auto"  # option write.keyed-shuffle: auto | true | false (spark.streaming)
     keyed_shuffle_min_rows: int = 1_000_000
     table_options: dict[str, str] = field(default_factory=dict)
@@ -199,7 +199,7 @@ class WriteOptions:
     path: str | None = None
     query_name: str | None = None
     # A write by name to a table its catalog does not hold yet: the catalog entry that creates and
-    # registers the table when the write is planned (paimon.catalog.CatalogEntry), set by the caller.
+    # registers the table when the write is planned (paimon.catalog.catalog.CatalogEntry), set by the caller.
     catalog_entry: object | None = None
 
     @classmethod

@@ -42,7 +42,8 @@ How snapshot expiry stays safe:
 from .background import after_commit, maintain, maintenance_for, raise_failure, record_failure
 from .expiry import ExpiryReport, expire_snapshots, finish_pending_expiry
 from .inspect import files, history, verify
-from .metadata import MaintenanceOptions, Metadata, list_tags, live_entries, open_table
+from .metadata import MaintenanceOptions, Metadata, list_tags, open_table
+from ..commit.live_files import live_entries
 from .orphans import remove_orphans
 from .retention import create_automatic_tags, expire_consumers, expire_partitions, expire_tags_by_time
 from .tags import RollbackPlan, create_tag, delete_tag, plan_rollback, rollback, rollback_with_plan
