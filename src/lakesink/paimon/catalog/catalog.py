@@ -21,8 +21,8 @@ dropping). lakesink adds what pypaimon's JDBC catalog cannot do safely: it
 registers a table lakesink has created with one INSERT that tolerates a
 concurrent registration (pypaimon's `create_table` deletes the table directory
 when its INSERT fails, which under a race is the winner's table), and it
-publishes staged CREATE TABLE AS (catalog_staged.py; on an object store written
-in place under a name reservation, catalog_inplace.py and reservations.py).
+publishes staged CREATE TABLE AS (ctas.py; on an object store written
+in place under a name reservation, ctas_in_place.py and reservations.py).
 """
 
 from __future__ import annotations
@@ -245,7 +245,7 @@ class Catalog:
                 raise TableNotFoundError(
                     f"Table {name} does not exist in the {self.config.describe()} (its tables: "
                     f"{', '.join(self.list_tables(name.database)) or 'none'}).", table=str(name))
-        if reservations.applies(self.config):  # for the sweep after its commits (maintenance/catalog_staging.py)
+        if reservations.applies(self.config):  # for the sweep after its commits (maintenance/catalog_sweep.py)
             reservations.note(path, self.config)
         return ResolvedTable(path, name, exists, self.config.fs_options_of(name), self.config)
 

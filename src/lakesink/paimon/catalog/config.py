@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .names import TableName
 
 JDBC_SCHEMES = ("jdbc:sqlite:", "jdbc:postgresql:", "jdbc:mysql:")
-# Options of the JDBC catalog lock besides lock.enabled (catalog_lock.py).
+# Options of the JDBC catalog lock besides lock.enabled (table/catalog_lock.py).
 LOCK_KEYS = ("lock-acquire-timeout", "lock-check-max-sleep", "lock-key-max-length")
 
 

@@ -1,7 +1,7 @@
 """CREATE / REPLACE TABLE AS through a catalog: the table enters the catalog only at commit (FLIP-305).
 
 * **Filesystem catalog**: the directory is the catalog entry, so the staged
-  table of `staged.py` (a hidden sibling directory, published by one rename)
+  table of `staged_table.py` (a hidden sibling directory, published by one rename)
   is already the catalog transaction.
 * **JDBC catalog**: the table is staged in the same hidden sibling directory;
   the commit is one database transaction: INSERT the table's row into Paimon's
@@ -18,7 +18,7 @@
 
 A JDBC catalog whose warehouse is on an object store cannot move a directory:
 there the table is written in place under a name reservation in the catalog
-database (catalog_inplace.py). A filesystem catalog or a path on an object
+database (ctas_in_place.py). A filesystem catalog or a path on an object
 store needs `ctas.atomicity-enabled=false`.
 """
 
@@ -47,7 +47,7 @@ def stage_table(resolved: ResolvedTable, catalog: Catalog | None, replace: bool 
     """The staged table for a CREATE / REPLACE TABLE AS of `resolved` (a path or a name).
 
     `incoming` (the DataFrame's Arrow schema), `partition_by` and `primary_key` are checked by a
-    REPLACE in place (catalog_inplace.py) before anything is written."""
+    REPLACE in place (ctas_in_place.py) before anything is written."""
     if resolved.name is not None and catalog is not None and reservations.applies(catalog.config):
         if replace and resolved.exists:
             return InPlaceReplace(catalog, resolved.name, resolved.path, incoming, partition_by, primary_key)

@@ -27,7 +27,7 @@ database (never in Paimon's tables, so no Paimon engine sees it):
 * **sweep** (`sweep`/`clean`): the catalog-wide removal of abandoned rows and
   their locations' files, by the rule above with `EXPIRY_S` (1 h) unless told:
   `Catalog.clean_staging()`, `lakesink clean-staging --catalog ...`, and the
-  maintenance after commits to the catalog's tables (maintenance/catalog_staging.py).
+  maintenance after commits to the catalog's tables (maintenance/catalog_sweep.py).
 
 Times are the clients' clocks (milliseconds since the epoch): thresholds of
 minutes to hours dwarf their skew.
@@ -342,7 +342,7 @@ class Heartbeat:
 
 def applies(config) -> bool:
     """Whether CREATE TABLE AS by name reserves names (a JDBC catalog whose warehouse is on an
-    object store); a local warehouse stages beside the table and renames (catalog_staged.py)."""
+    object store); a local warehouse stages beside the table and renames (ctas.py)."""
     return config.metastore == "jdbc" and not storage.is_local(config.warehouse)
 
 

@@ -371,7 +371,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
         out = {"paimon_commit_message_v": MESSAGE_VERSION, "message": message,
                "staged_path": committable.staged_path}
         if committable.schema is not None and not self._has_schema(committable.schema):
-            # A restore must be able to write it (evolution.py); once the table has it, the
+            # A restore must be able to write it (table/evolution.py); once the table has it, the
             # schema id alone says it (streams keep planning with it for the query's life).
             out["table_schema"] = evolution.schema_to_json(committable.schema)
         return out

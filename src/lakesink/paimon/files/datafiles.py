@@ -48,7 +48,7 @@ class TableLayout:
     schema_id: int
     # Schema evolution (write.merge-schema): the table's next schema (a pypaimon TableSchema, id
     # `schema_id`) when the files are written for it before the table has it. Every file described
-    # with this layout carries it to the commit, which writes it before the snapshot (evolution.py).
+    # with this layout carries it to the commit, which writes it before the snapshot (table/evolution.py).
     pending_schema: object = None
 
     @classmethod

@@ -12,7 +12,7 @@ table in this process and one run at a time, does, with Paimon's options:
 * consumer expiry (`consumer.expiration-time`);
 * for a table of a JDBC catalog on an object store: that catalog's dead CREATE
   TABLE AS reservations and their files, at most every 10 min per process
-  (catalog_staging.py).
+  (catalog_sweep.py).
 
 A failure is logged and stored in `_lakesink/maintenance-failure.json`; the next
 commit to the table (from any process) raises it as `MaintenanceError`.

@@ -4,7 +4,7 @@
   removes in every database of the catalog, as `StagingEntry`s with what was
   done and why (`lakesink clean-staging --catalog ...` without a TABLE). Through
   a JDBC catalog on an object store that is the dead name reservations
-  (reservations.py) and their locations' files; on a local warehouse the
+  (catalog/reservations.py) and their locations' files; on a local warehouse the
   staged tables of CREATE TABLE AS jobs whose process is gone.
 * `after_commit(path, fs_options)`: called by the maintenance after each commit.
   When the table belongs to a JDBC catalog whose warehouse is on an object

@@ -1,6 +1,6 @@
 """Planning a keyed write: open or plan the table, check the data fits, read sequence numbers.
 
-The counterpart of `sink.prepare_target` for primary-key and fixed-bucket
+The counterpart of `batch.prepare_target` for primary-key and fixed-bucket
 tables. Writes nothing; every refusal happens here, before Spark starts.
 """
 
