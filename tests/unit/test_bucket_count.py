@@ -75,15 +75,15 @@ def ids_in_bucket(path: str, bucket: int, count: int) -> list[int]:
 def test_a_commit_planned_on_one_bucket_count_reads_no_files_for_the_count_check(tmp_path, monkeypatch):
     """The plan saw every file with the table's count and nothing landed since: the commit's
     bucket-count check needs no read of the partitions' files (a stream's every micro-batch)."""
-    from lakesink.paimon.commit import live_files as metadata
+    from lakesink.paimon.commit import live_files
 
     _, path = new_table(tmp_path, buckets=2)
     pypaimon_append(open_table(path), pa.table({"id": list(range(10)), "v": ["paimon"] * 10}, schema=SCHEMA))
     target, files = planned_write(path, tmp_path, range(5, 15))
     assert target.uniform_buckets == 2
     reads = []
-    real = metadata.live_entries
-    monkeypatch.setattr(metadata, "live_entries", lambda *a, **k: reads.append(a) or real(*a, **k))
+    real = live_files.live_entries
+    monkeypatch.setattr(live_files, "live_entries", lambda *a, **k: reads.append(a) or real(*a, **k))
     target.commit("lakesink-test", 1, files)
     assert reads == []
     assert sorted(read_table(path).column("id").to_pylist()) == list(range(15))

@@ -100,7 +100,7 @@ class MergingFileStoreCommit(FileStoreCommit):
 class _CachedBaseEntries:
     """pypaimon's commit scanner, reading a checked commit's base (the latest snapshot's files in
     the partitions it changes; fixed-bucket and keyed commits are all checked) through the
-    manifest cache of `maintenance.metadata.live_entries`: a stream's commit reads only the
+    manifest cache of `live_files.live_entries`: a stream's commit reads only the
     manifests written since its last one, not the whole table every micro-batch.
 
     `counts_at`: a snapshot up to which the commit's bucket count is known to be every file's
