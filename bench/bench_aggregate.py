@@ -54,7 +54,7 @@ def _task_rows(batch: int, task: int) -> pa.Table:
 
 def _sink(root: str, name: str, aggregate: bool):
     from lakesink.options import WriteOptions
-    from lakesink.paimon.stream import StreamSink
+    from lakesink.paimon.write.stream import StreamSink
     options = WriteOptions.parse({"partition": "day", "target-file-size": TARGET, "maintenance.enabled": "false",
                                   "aggregator.enabled": str(aggregate).lower(), "commit.user": f"bench-{name}"})
     sink = StreamSink(f"{root}/wh/db.db/{name}", f"{root}/chk-{name}", SCHEMA, options, "bench")
@@ -63,7 +63,7 @@ def _sink(root: str, name: str, aggregate: bool):
 
 
 def _commit(sink, batch: int, data: list[pa.Table]) -> float:
-    from lakesink.paimon.sink import describe_files
+    from lakesink.paimon.write.batch import describe_files
     staging = sink.staging_dir(batch)
     sink.target.file_io.check_or_mkdirs(staging)
     paths = []
@@ -90,9 +90,9 @@ def _scan_seconds(path: str, repeats: int = 3) -> float:
 
 
 def _files(path: str):
-    from lakesink.paimon.compaction_target import live_files
-    from lakesink.paimon.small_files import target_file_size
-    from lakesink.paimon.tables import open_table
+    from lakesink.paimon.compaction.target import live_files
+    from lakesink.paimon.compaction.append_aggregator import target_file_size
+    from lakesink.paimon.table.tables import open_table
     table = open_table(path)
     files = live_files(table)
     return len(files), sum(f.file_size for f in files), target_file_size(table)
@@ -116,7 +116,7 @@ def _job_files(job: int, staging: str) -> list[str]:
 
 def _batch_job(path: str, job: int, aggregate: bool) -> float:
     from lakesink.options import WriteOptions
-    from lakesink.paimon.sink import BatchWrite
+    from lakesink.paimon.write.batch import BatchWrite
     options = WriteOptions.parse({"partition": "day", "target-file-size": JOB_TARGET,
                                   "maintenance.enabled": "false", "aggregator.enabled": str(aggregate).lower()})
     started = time.perf_counter()
@@ -132,9 +132,9 @@ def _batch_job(path: str, job: int, aggregate: bool) -> float:
 def _ideal_files(path: str) -> tuple[int, int, int]:
     """(live files, ideal files: Σ per partition ⌈bytes ÷ target⌉, table bytes)."""
     import math
-    from lakesink.paimon.compaction_target import live_files
-    from lakesink.paimon.small_files import target_file_size
-    from lakesink.paimon.tables import open_table
+    from lakesink.paimon.compaction.target import live_files
+    from lakesink.paimon.compaction.append_aggregator import target_file_size
+    from lakesink.paimon.table.tables import open_table
     table = open_table(path)
     per_partition: dict = {}
     files = live_files(table)

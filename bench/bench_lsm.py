@@ -63,8 +63,8 @@ def _stage(spark, source: str, path: str, checkpoint: str, options: dict) -> tup
 
 
 def _shape(path: str) -> dict:
-    from lakesink.paimon.compaction_target import live_files
-    from lakesink.paimon.tables import open_table
+    from lakesink.paimon.compaction.target import live_files
+    from lakesink.paimon.table.tables import open_table
 
     levels: dict = {}
     files = live_files(open_table(path))

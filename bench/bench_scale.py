@@ -49,7 +49,7 @@ def _committables(template, tasks: int, files_per_task: int, partitions: int):
     """What `tasks` tasks hand the driver: one committable per file, spread over the partitions."""
     from pypaimon.table.row.generic_row import GenericRow
 
-    from lakesink.paimon.datafiles import new_data_file_name
+    from lakesink.paimon.files.datafiles import new_data_file_name
 
     fields = [f for f in template.meta.value_stats.min_values.fields]
     out = []

@@ -29,7 +29,7 @@ from . import jdbc  # lakesink.jdbc.write(...): PostgreSQL / SQLite sink (import
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from .paimon.catalog import Catalog, ResolvedTable
+    from .paimon.catalog.catalog import Catalog, ResolvedTable
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
@@ -80,7 +80,7 @@ def catalog(spark_or_options: SparkSession | Mapping[str, object]) -> Catalog:
     Also `list_databases`, `drop_database`, `table_exists`, `register_table`,
     `clean_staging` (what interrupted CREATE TABLE AS jobs left).
     """
-    from .paimon.catalog import open_catalog
+    from .paimon.catalog.catalog import open_catalog
     if isinstance(spark_or_options, Mapping):
         return open_catalog(spark_or_options)
     from .spark.catalog import session_catalog
@@ -102,7 +102,7 @@ def resolve_table(name_or_path: str, catalog: Mapping[str, object] | None = None
     >>> lakesink.resolve_table("shop.orders", {"warehouse": "/data/wh"}).path   # doctest: +SKIP
     '/data/wh/shop.db/orders'
     """
-    from .paimon.catalog import is_path, open_catalog, resolve
+    from .paimon.catalog.catalog import is_path, open_catalog, resolve
     opened = open_catalog(catalog) if catalog and not is_path(str(name_or_path)) else None
     return resolve(name_or_path, opened, "locate")
 
@@ -193,7 +193,7 @@ def await_commits(checkpoint: str, timeout: float = 120.0, options: Mapping[str,
     with its driver is finished here (`options`: writer options such as
     file-system credentials). Raises a background commit failure.
     """
-    from .paimon.compaction import wait_for_rounds
+    from .paimon.compaction.wiring import wait_for_rounds
     from .spark.committer_service import await_commits as _await
     wait_for_rounds(checkpoint, timeout)  # lakesink.stream: compaction rounds trailing its commits
     _await(checkpoint, timeout, dict(options) if options else None)
@@ -229,7 +229,7 @@ def clean_staging(database_dir: str, older_than_s: float = 3600.0, dry_run: bool
 
     Returns the staging directories removed (or, with `dry_run`, that would be).
     """
-    from .paimon.staged import clean_staging as _clean
+    from .paimon.catalog.staged_table import clean_staging as _clean
     return _clean(database_dir, older_than_s, dry_run)
 
 
@@ -312,7 +312,7 @@ def history(path: str, fs_options: Mapping[str, str] | None = None,
     bytes_added, files_removed, total_rows, delta_rows.
     """
     from .paimon.maintenance import history as _history
-    from .paimon.catalog import is_path, open_catalog, resolve
+    from .paimon.catalog.catalog import is_path, open_catalog, resolve
     resolved = resolve(path, open_catalog(catalog) if catalog and not is_path(str(path)) else None)
     return _history(resolved.path, resolved.with_fs_options(fs_options) or None, progress)
 

@@ -4,7 +4,7 @@ A `Filter` is `column op value`; `Not(filter)` negates one. Every source of
 filters becomes a list of them (a conjunction): `parse_sql` reads the simple
 conjuncts of a Spark SQL condition, `from_tuples` the Python API's
 `(column, op, value)` tuples, and the Spark binding converts Spark's pushed
-filters. Every consumer reads the same list: `paimon.scan.to_predicate` turns
+filters. Every consumer reads the same list: `paimon.read.scan.to_predicate` turns
 them into pypaimon predicates that prune files, `mask` evaluates them on Arrow
 batches with SQL's null semantics.
 

@@ -110,7 +110,7 @@ def commit_rows(path: str, ids, user: str = "test") -> None:
 
 def write_rows(path: str, ids, fs_options: dict | None = None) -> None:
     """Create the table at `path` if needed and commit `ids` with pypaimon's own writer (any storage)."""
-    from lakesink.paimon import tables
+    from lakesink.paimon.table import tables
 
     data = pa.table({"id": pa.array(ids, pa.int64())})
     table = tables.open_table(path, fs_options) or tables.create_table(path, data.schema, [], [], {"bucket": "-1"},

@@ -10,8 +10,8 @@ import os
 import sys
 import time
 
-from lakesink.paimon.catalog import open_catalog
-from lakesink.paimon.catalog_staged import stage_table
+from lakesink.paimon.catalog.catalog import open_catalog
+from lakesink.paimon.catalog.ctas import stage_table
 from lakesink.protocol.staging import run_staged
 from tests.catalog.conftest import commit_rows, write_rows
 

@@ -85,7 +85,7 @@ def test_a_table_by_name_is_created_written_read_and_inspected_in_every_catalog_
 def test_create_table_as_through_a_filesystem_catalog_on_s3_is_refused_before_anything_is_written(s3_server):
     """Neither a rename nor a catalog database could publish it (docs/catalogs.md, not done yet)."""
     from lakesink.errors import ConfigurationError
-    from lakesink.paimon.catalog_staged import stage_table
+    from lakesink.paimon.catalog.ctas import stage_table
 
     warehouse = f"s3://{BUCKET}/wh-{uuid.uuid4().hex[:8]}"
     cat = lakesink.catalog({**s3_server.fs_options(), "warehouse": warehouse})

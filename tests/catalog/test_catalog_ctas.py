@@ -17,7 +17,7 @@ import pytest
 
 import lakesink
 from lakesink.errors import CatalogInconsistencyError, TableAlreadyExistsError
-from lakesink.paimon.catalog_staged import stage_table
+from lakesink.paimon.catalog.ctas import stage_table
 from lakesink.protocol.crashpoints import InjectedFailure
 from lakesink.protocol.staging import run_staged
 from tests.catalog.conftest import commit_rows, rows_of

@@ -20,8 +20,8 @@ import pytest
 import lakesink
 from lakesink.errors import (CatalogInconsistencyError, CommitFailedError, TableAlreadyExistsError,
                              TableNotFoundError)
-from lakesink.paimon import reservations
-from lakesink.paimon.catalog_staged import stage_table
+from lakesink.paimon.catalog import reservations
+from lakesink.paimon.catalog.ctas import stage_table
 from lakesink.protocol.crashpoints import InjectedFailure
 from lakesink.protocol.staging import run_staged
 from tests.catalog.conftest import forget_postgres_catalog, write_rows, s3_catalog_options
@@ -159,10 +159,10 @@ def test_a_write_by_name_cannot_create_a_name_a_create_table_as_holds(cat):
     staged.begin()
     try:
         import pyarrow as pa
-        from lakesink.paimon import tables
+        from lakesink.paimon.table import tables
         write_rows(staged.staging_path, [1], cat.config.fs_options)
         schema = tables.open_table(staged.staging_path, cat.config.fs_options).table_schema
-        from lakesink.paimon.catalog_names import TableName
+        from lakesink.paimon.catalog.names import TableName
         with pytest.raises(TableAlreadyExistsError, match="being created by a CREATE TABLE AS"):
             cat.register(TableName("shop", "daily"), schema)  # what a write creating the name does
         assert cat.list_tables("shop") == [] and pa is not None
@@ -248,11 +248,11 @@ def test_a_registration_racing_an_uncommitted_reservation_waits_for_it_and_then_
     """The write-skew case: a reservation INSERTed but not yet committed. A registration that only
     SELECTed reservations would not see it (PostgreSQL's READ COMMITTED) and both would commit; the
     guard's INSERT of the same key waits for the reservation's transaction, then fails."""
-    from lakesink.paimon.catalog_config import connect
-    from lakesink.paimon.catalog_names import TableName
+    from lakesink.paimon.catalog.config import connect
+    from lakesink.paimon.catalog.names import TableName
 
     write_rows(str(tmp_path / "other"), [1])
-    from lakesink.paimon import tables
+    from lakesink.paimon.table import tables
     schema = tables.open_table(str(tmp_path / "other")).table_schema
     other = connect(cat.config)
     reservations.ensure_table(other)

@@ -22,9 +22,9 @@ import time
 import pytest
 
 from lakesink.errors import CommitFailedError
-from lakesink.paimon import catalog_lock, tables
-from lakesink.paimon.catalog import open_catalog
-from lakesink.paimon.catalog_lock import CatalogLockTimeoutError
+from lakesink.paimon.table import catalog_lock, tables
+from lakesink.paimon.catalog.catalog import open_catalog
+from lakesink.paimon.table.catalog_lock import CatalogLockTimeoutError
 
 from ..staged import PARTITION_KEYS, SCHEMA, commit, new_target, read_back, snapshot_list, stage
 from ..unit.test_race import _check, race
@@ -170,7 +170,7 @@ def test_a_killed_holders_lock_expires_and_the_next_commit_goes_through(jdbc):
 
 def test_a_schema_commit_takes_the_lock_too(jdbc):
     """Schema files (write.merge-schema) go through the same create-if-absent: under the lock."""
-    from lakesink.paimon import publish
+    from lakesink.paimon.table import publish
     catalog, resolved = _named_table(jdbc, {"lock.enabled": "true", "lock-acquire-timeout": "1 s",
                                             "lock-check-max-sleep": "200 ms"})
     table = tables.open_table(resolved.path, resolved.fs_options)
@@ -185,7 +185,7 @@ def test_inside_pypaimons_retry_loop_a_timed_out_lock_is_not_waited_for_again(jd
     """A timeout inside the publication (the lock taken by someone between the early wait and the
     publication) is raised; pypaimon's retries of that commit then fail at once, not after another
     full lock-acquire-timeout each."""
-    from lakesink.paimon.publish import CatalogLockedSnapshotCommit
+    from lakesink.paimon.table.publish import CatalogLockedSnapshotCommit
 
     class Never:
         def commit(self, *args):
@@ -211,9 +211,9 @@ def test_inside_pypaimons_retry_loop_a_timed_out_lock_is_not_waited_for_again(jd
 
 def test_where_the_storage_has_no_atomic_create_the_catalog_lock_makes_writes_possible():
     from lakesink.errors import UnsafePublicationError
-    from lakesink.paimon.catalog_config import CatalogConfig
-    from lakesink.paimon.catalog_names import TableName
-    from lakesink.paimon.publish import publication_kind
+    from lakesink.paimon.catalog.config import CatalogConfig
+    from lakesink.paimon.catalog.names import TableName
+    from lakesink.paimon.table.publish import publication_kind
 
     config = CatalogConfig.parse({"metastore": "jdbc", "uri": "jdbc:sqlite:/nowhere/catalog.db",
                                   "warehouse": "hdfs://nn/wh", "lock.enabled": "true"})
@@ -225,7 +225,7 @@ def test_where_the_storage_has_no_atomic_create_the_catalog_lock_makes_writes_po
 
 def test_lock_enabled_follows_paimons_default_and_belongs_to_jdbc_catalogs():
     from lakesink.errors import ConfigurationError
-    from lakesink.paimon.catalog_config import CatalogConfig
+    from lakesink.paimon.catalog.config import CatalogConfig
 
     def enabled(warehouse: str, **extra) -> bool:
         return CatalogConfig.parse({"metastore": "jdbc", "uri": "jdbc:sqlite:/x.db", "warehouse": warehouse,

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 import lakesink
 from lakesink.cli import cli
-from lakesink.paimon.catalog_staged import stage_table
-from lakesink.paimon.staged import MARKER
+from lakesink.paimon.catalog.ctas import stage_table
+from lakesink.paimon.catalog.staged_table import MARKER
 from tests.catalog.conftest import commit_rows, rows_of
 
 

@@ -19,9 +19,10 @@ from click.testing import CliRunner
 import lakesink
 from lakesink.cli import cli
 from lakesink.errors import CommitFailedError
-from lakesink.paimon import maintenance, reservations
-from lakesink.paimon.catalog_staged import stage_table
-from lakesink.paimon.maintenance import catalog_staging
+from lakesink.paimon import maintenance
+from lakesink.paimon.catalog import reservations
+from lakesink.paimon.catalog.ctas import stage_table
+from lakesink.paimon.maintenance import catalog_sweep as catalog_staging
 from tests.catalog.conftest import forget_postgres_catalog, write_rows, s3_catalog_options
 from tests.s3server import s3_bucket
 from tests.staged import commit, new_target, read_back, stage

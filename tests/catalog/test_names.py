@@ -127,7 +127,7 @@ def test_write_by_name_creates_and_registers_once_even_when_two_writers_race(jdb
     import pyarrow as pa
 
     from lakesink.options import WriteOptions
-    from lakesink.paimon.sink import prepare_target
+    from lakesink.paimon.write.batch import prepare_target
 
     cat = lakesink.catalog(jdbc_options)
     cat.create_database("shop")

@@ -9,7 +9,7 @@ import pytest
 
 import lakesink
 from lakesink.errors import SchemaMismatchError, UnsupportedTableError
-from lakesink.paimon import reservations
+from lakesink.paimon.catalog import reservations
 from tests.catalog.conftest import forget_postgres_catalog, session_catalog, s3_catalog_options
 from tests.s3server import s3_bucket
 from tests.staged import read_back, snapshot_list

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import lakesink
-from lakesink.paimon.catalog_names import TableName
+from lakesink.paimon.catalog.names import TableName
 from lakesink.spark.sql import rewrite
 from tests.catalog.conftest import catalog_options, commit_rows
 

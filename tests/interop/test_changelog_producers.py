@@ -80,9 +80,9 @@ def test_a_produced_changelog_streams_as_paimons_own(spark, java_paimon, tmp_pat
     state = _apply({}, ours_streamed)
     assert state == {(r["id"], r["dt"]): r["name"] for r in lakesink.read(spark, ours).collect()}
     if label.startswith("lookup"):
-        from lakesink.paimon.compaction_target import live_files
-        from lakesink.paimon.lsm_policy import LsmOptions
-        from lakesink.paimon.tables import open_table
+        from lakesink.paimon.compaction.target import live_files
+        from lakesink.paimon.keyed.lsm_policy import LsmOptions
+        from lakesink.paimon.table.tables import open_table
         table = open_table(ours)
         levels = {f.meta.level for f in live_files(table)}
         assert 0 not in levels and levels - {LsmOptions.of_table(table).max_level}, levels  # lookups happened

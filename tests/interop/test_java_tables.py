@@ -4,7 +4,7 @@ Paimon writes them (Parquet, ORC and Avro append tables, a primary-key table wit
 an update and a delete, one with deletion vectors, an evolved schema, a tag) and
 reads them back itself; `lakesink.read` and `spark.read.format("paimon")` must
 return exactly those rows. Their manifests predate `_VALUE_STATS_COLS`
-(lakesink.paimon.compat), and ORC, Avro and deletion vectors are beyond Spark's
+(lakesink.paimon.table.compat), and ORC, Avro and deletion vectors are beyond Spark's
 Parquet reader, so each read also exercises a fallback.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 import lakesink
-from lakesink.paimon import scan
+from lakesink.paimon.read import scan
 
 from . import rows as R
 

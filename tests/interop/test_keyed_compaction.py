@@ -53,8 +53,8 @@ def compacted(spark, tmp_path_factory):
         lakesink.write(spark.createDataFrame(rows, SCHEMA).coalesce(1), path, primary_key=["id", "part"],
                        partition_by=["part"], options={"bucket": "3", "rowkind.field": "op",
                                                        "num-sorted-run.compaction-trigger": "2"})
-    from lakesink.paimon.compaction_target import live_files
-    from lakesink.paimon.tables import open_table
+    from lakesink.paimon.compaction.target import live_files
+    from lakesink.paimon.table.tables import open_table
     assert {f.meta.level for f in live_files(open_table(path))} == {0, 2}  # num-levels = trigger + 1
     shutil.copytree(path, str(wh / "dedupe_mixed"))
     out["dedupe_mixed"] = (str(wh / "dedupe_mixed"), _state(batches))

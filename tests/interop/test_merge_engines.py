@@ -121,8 +121,8 @@ def test_merge_engine_reads_as_if_paimon_had_written_it(spark, java_paimon, writ
 
 
 def test_compaction_really_merged_the_versions(written):
-    from lakesink.paimon.compaction_target import live_files
-    from lakesink.paimon.tables import open_table
+    from lakesink.paimon.compaction.target import live_files
+    from lakesink.paimon.table.tables import open_table
 
     for label in LABELS:
         if label.endswith("-compacted") and label != "partial-update-compacted":  # that one: soak

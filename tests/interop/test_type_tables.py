@@ -17,7 +17,7 @@ import os
 import pytest
 
 import lakesink
-from lakesink.paimon import scan
+from lakesink.paimon.read import scan
 
 from . import rows as R
 from .type_tables import TypeTables

@@ -8,7 +8,7 @@ import sys
 import time
 
 import lakesink
-from lakesink.paimon import staged
+from lakesink.paimon.catalog import staged_table as staged
 
 
 def main(path: str) -> None:

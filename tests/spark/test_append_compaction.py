@@ -9,9 +9,9 @@ from collections import Counter
 import pytest
 
 import lakesink
-from lakesink.paimon.compaction_target import live_files
-from lakesink.paimon.small_files import target_file_size
-from lakesink.paimon.tables import open_table
+from lakesink.paimon.compaction.target import live_files
+from lakesink.paimon.compaction.append_aggregator import target_file_size
+from lakesink.paimon.table.tables import open_table
 from tests.helpers import leftover_files, read_table, snapshots
 
 pytestmark = pytest.mark.spark

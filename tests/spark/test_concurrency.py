@@ -21,7 +21,7 @@ import pytest
 
 import lakesink
 from lakesink.errors import UnsupportedTableError
-from lakesink.paimon import tables
+from lakesink.paimon.table import tables
 from tests.s3server import S3Server
 from tests.staged import PARTITION_KEYS, SCHEMA, read_back, snapshot_list
 

@@ -181,7 +181,7 @@ def test_a_driver_killed_after_the_evolved_schema_was_written_finishes_exactly_o
     lacks; the driver dies after the commit wrote the table's next schema, before the snapshot.
     The table stays readable (the new column empty); the restart commits the batch once and
     does not write the schema again."""
-    from lakesink.paimon import tables
+    from lakesink.paimon.table import tables
 
     case = Case(tmp_path, mode, "sync", options={"write.merge-schema": "true"}, extra_column="score")
     tables.create_table(case.table, pa.schema([f.with_nullable(True) for f in SOURCE_SCHEMA]), ["grp"], [],

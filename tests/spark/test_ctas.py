@@ -16,7 +16,7 @@ import pytest
 import lakesink
 from lakesink.errors import TableAlreadyExistsError
 from lakesink.paimon import PaimonTarget, TableLayout, TableSpec, describe_parquet
-from lakesink.paimon.staged import PaimonStagedTable, clean_staging
+from lakesink.paimon.catalog.staged_table import PaimonStagedTable, clean_staging
 from lakesink.protocol import Committer
 from lakesink.protocol.staging import run_staged
 from tests.helpers import read_table

@@ -82,7 +82,7 @@ def test_upserts_and_deletes_from_several_input_partitions_end_key_for_key(spark
     _check_buckets(path)  # every row in the bucket pypaimon's own extractor gives it
     appends = [s for s in snapshots(path) if s.commit_kind == "APPEND"]
     assert len(appends) == 3 and leftover_files(path) == set()
-    from lakesink.paimon.tables import open_table
+    from lakesink.paimon.table.tables import open_table
     table = open_table(path)
     assert table.primary_keys == ["id"] and table.options.bucket() == 8
     assert "rowkind.field" not in table.table_schema.options  # used by the write, not stored

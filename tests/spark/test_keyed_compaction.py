@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakesink
-from lakesink.paimon.compaction_target import live_files
-from lakesink.paimon.tables import open_table
+from lakesink.paimon.compaction.target import live_files
+from lakesink.paimon.table.tables import open_table
 from tests.helpers import leftover_files, read_table, snapshots
 
 pytestmark = pytest.mark.spark

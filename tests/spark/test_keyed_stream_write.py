@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakesink
-from lakesink.paimon.tables import open_table
+from lakesink.paimon.table.tables import open_table
 from tests.helpers import leftover_files, read_table, snapshots
 from tests.spark.test_streaming import commit_user_of, source_stream
 

@@ -310,7 +310,7 @@ def test_unpartitioned_buckets_are_spread_evenly_over_the_write_tasks(spark, tab
     """One shuffle gives each write task whole buckets (bucket % tasks), as many tasks as the
     cluster has cores up to one per bucket: a small micro-batch is not coalesced into one task."""
     from lakesink.options import WriteOptions
-    from lakesink.paimon.keyed_target import prepare_keyed_target
+    from lakesink.paimon.write.keyed_plan import prepare_keyed_target
     from lakesink.spark.arrow import spark_to_arrow
     from lakesink.spark.keyed import BUCKET, keyed_frame
     options = {"bucket": "8", **({"primary-key": "id"} if key else {"bucket-key": "id"})}

@@ -110,9 +110,9 @@ def test_changelog_producer_input_commits_the_writes_input_rows_as_the_snapshots
     from pypaimon.manifest.manifest_file_manager import ManifestFileManager
     from pypaimon.manifest.manifest_list_manager import ManifestListManager
 
-    from lakesink.paimon.compaction_target import live_files
-    from lakesink.paimon.tables import open_table
-    from lakesink.paimon.target import PaimonTarget
+    from lakesink.paimon.compaction.target import live_files
+    from lakesink.paimon.table.tables import open_table
+    from lakesink.paimon.commit.target import PaimonTarget
     options = {"bucket": "2", "rowkind.field": "op", "changelog-producer": "input", "write-only": "true"}
     _write(spark, [(1, "a", 1, "+I"), (2, "b", 2, "+I")], table_path, primary_key=["id"], options=options)
     changes = [(1, "a", 1, "-U"), (1, "c", 3, "+U"), (2, "b", 2, "-D"), (3, "d", 4, "+I")]

@@ -287,8 +287,8 @@ def test_a_pipelined_cdc_stream_into_a_primary_key_table_ends_in_the_sources_fin
     or a later update or delete would lose to an earlier version of its key."""
     import time
 
-    from lakesink.paimon.stream import StreamSink
-    from lakesink.paimon.target import PaimonTarget
+    from lakesink.paimon.write.stream import StreamSink
+    from lakesink.paimon.commit.target import PaimonTarget
 
     source, table, checkpoint = paths
     batches = [[(i, f"v0-{i}", "+I") for i in range(40)],

@@ -9,7 +9,7 @@ the real one; only Spark's part (planning batches, the commit log) is played
 here. Like Spark, the driver records `commits/<b>` after batch b's commit and
 re-runs an unrecorded batch with the same rows after a restart. Batch b's rows
 are ids b*1000 + i, in day partition b // 3. `--in-place`: `write.in-place=true`,
-so the aggregator's rewrites write at their table paths (paimon.compact_outputs).
+so the aggregator's rewrites write at their table paths (paimon.compaction.outputs).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ def batch_rows(batch: int, files: int, rows: int) -> list[pa.Table]:
 
 def run(args) -> int:
     from lakesink.options import WriteOptions
-    from lakesink.paimon.sink import describe_files
-    from lakesink.paimon.stream import StreamSink
+    from lakesink.paimon.write.batch import describe_files
+    from lakesink.paimon.write.stream import StreamSink
     from lakesink.protocol import PipelinedCommitter
 
     options = dict(OPTIONS, **{"aggregator.enabled": str(not args.no_aggregator).lower()})

@@ -41,8 +41,8 @@ def expected_hits(batches: int) -> dict[int, int]:
 
 def run(args) -> int:
     from lakesink.options import WriteOptions
-    from lakesink.paimon.keyed_target import plan_batch
-    from lakesink.paimon.stream import StreamSink
+    from lakesink.paimon.write.keyed_plan import plan_batch
+    from lakesink.paimon.write.stream import StreamSink
     from lakesink.spark.keyed_tasks import KeyedPlan, KeyedTaskSpec, KeyedTaskWriter
 
     options = dict(OPTIONS, **({"write.in-place": "true"} if args.in_place else {}))

@@ -300,8 +300,8 @@ def test_small_streaming_files_are_replaced_by_compact_snapshots_read_back_with_
     assert_exactly_once(table, 12)
     kinds = Counter(s.commit_kind for s in snapshots(table))
     assert kinds["APPEND"] == 12 and kinds["COMPACT"] >= 3
-    from lakesink.paimon.compaction_target import live_files
-    from lakesink.paimon.tables import open_table
+    from lakesink.paimon.compaction.target import live_files
+    from lakesink.paimon.table.tables import open_table
     assert len(live_files(open_table(table))) <= 12  # 48 files written, 4 day partitions
     compact = next(s for s in snapshots(table) if s.commit_kind == "COMPACT")
     before = read_table(table, compact.id - 1).column("id").to_pylist()

@@ -16,12 +16,12 @@ import pytest
 import lakesink
 from lakesink.errors import ConfigurationError
 from lakesink.options import WriteOptions
-from lakesink.paimon.compaction_target import PaimonCompactionTarget, live_files
-from lakesink.paimon.rewrite import rewrite_on_driver
-from lakesink.paimon.small_files import SmallFileAggregator, pick_small_files, target_file_size
-from lakesink.paimon.sink import BatchWrite, describe_files
-from lakesink.paimon.tables import open_table
-from lakesink.paimon.target import PaimonTarget
+from lakesink.paimon.compaction.target import PaimonCompactionTarget, live_files
+from lakesink.paimon.compaction.rewrite import rewrite_on_driver
+from lakesink.paimon.compaction.append_aggregator import SmallFileAggregator, pick_small_files, target_file_size
+from lakesink.paimon.write.batch import BatchWrite, describe_files
+from lakesink.paimon.table.tables import open_table
+from lakesink.paimon.commit.target import PaimonTarget
 from lakesink.protocol.coordinator import Coordinator, FilesWritten
 from tests.helpers import leftover_files, read_table, snapshots
 
@@ -151,7 +151,7 @@ def test_repeated_small_batch_jobs_keep_live_files_within_1_5_times_ideal(tmp_pa
 
 
 def test_micro_batches_keep_live_files_within_1_5_times_ideal(tmp_path):
-    from lakesink.paimon.stream import StreamSink
+    from lakesink.paimon.write.stream import StreamSink
     path = str(tmp_path / "wh" / "db.db" / "t")
     options = WriteOptions.parse({"partition": "day", "target-file-size": "48kb", "maintenance.enabled": "false",
                                   "aggregator.enabled": "true"})
@@ -259,7 +259,7 @@ def test_a_round_whose_inputs_an_overwrite_removed_gives_up_with_every_row_exact
 @pytest.mark.parametrize("choice", ["true", "false"])
 def test_lakesink_compact_takes_write_in_place_from_its_options(tmp_path, monkeypatch, choice):
     """`auto` decides by the store (staged on the local disk); the option forces either way."""
-    from lakesink.paimon import compaction_target
+    from lakesink.paimon.compaction import target as compaction_target
 
     path = str(tmp_path / "t")
     expected = pa.concat_tables([batch_job(path, job, {})[1] for job in range(2)])

@@ -15,9 +15,9 @@ import pyarrow as pa
 import pytest
 
 from lakesink.errors import CommitConflictError, CommitFailedError
-from lakesink.paimon.datafiles import StagedFile
-from lakesink.paimon.tables import open_table
-from lakesink.paimon.target import PaimonTarget
+from lakesink.paimon.files.datafiles import StagedFile
+from lakesink.paimon.table.tables import open_table
+from lakesink.paimon.commit.target import PaimonTarget
 from lakesink.protocol import Committer, PendingStore, StateStore
 from tests.helpers import pypaimon_append, read_table, snapshots
 

@@ -10,8 +10,8 @@ import pytest
 
 from lakesink.errors import CommitConflictError
 from lakesink.options import WriteOptions
-from lakesink.paimon.keyed_target import prepare_keyed_target
-from lakesink.paimon.tables import open_table
+from lakesink.paimon.write.keyed_plan import prepare_keyed_target
+from lakesink.paimon.table.tables import open_table
 from lakesink.spark.keyed_tasks import KeyedPlan, KeyedTaskSpec, KeyedTaskWriter
 from tests.helpers import pypaimon_append, read_table, snapshots
 
@@ -75,15 +75,15 @@ def ids_in_bucket(path: str, bucket: int, count: int) -> list[int]:
 def test_a_commit_planned_on_one_bucket_count_reads_no_files_for_the_count_check(tmp_path, monkeypatch):
     """The plan saw every file with the table's count and nothing landed since: the commit's
     bucket-count check needs no read of the partitions' files (a stream's every micro-batch)."""
-    from lakesink.paimon.maintenance import metadata
+    from lakesink.paimon.commit import live_files
 
     _, path = new_table(tmp_path, buckets=2)
     pypaimon_append(open_table(path), pa.table({"id": list(range(10)), "v": ["paimon"] * 10}, schema=SCHEMA))
     target, files = planned_write(path, tmp_path, range(5, 15))
     assert target.uniform_buckets == 2
     reads = []
-    real = metadata.live_entries
-    monkeypatch.setattr(metadata, "live_entries", lambda *a, **k: reads.append(a) or real(*a, **k))
+    real = live_files.live_entries
+    monkeypatch.setattr(live_files, "live_entries", lambda *a, **k: reads.append(a) or real(*a, **k))
     target.commit("lakesink-test", 1, files)
     assert reads == []
     assert sorted(read_table(path).column("id").to_pylist()) == list(range(15))
@@ -130,7 +130,7 @@ def rescale(catalog, path: str, buckets: int, ids=None, only_bucket: int | None 
 
 
 def _live(path):
-    from lakesink.paimon.maintenance.metadata import live_entries
+    from lakesink.paimon.commit.live_files import live_entries
     return live_entries(open_table(path))
 
 

@@ -268,7 +268,7 @@ def test_storage_options_reach_a_table_on_s3():
 # -- rollback ------------------------------------------------------------------------------
 
 def test_rollback_dry_run_shows_what_would_change_and_changes_nothing(table):
-    from lakesink.paimon.scan import record_consumer
+    from lakesink.paimon.read.scan import record_consumer
     from lakesink.paimon.maintenance import open_table
 
     assert invoke("tag", "create", table, "late", "--snapshot", "3").exit_code == 0
@@ -309,7 +309,7 @@ def test_rollback_to_a_time_before_every_snapshot_is_an_error_naming_the_earlies
 @pytest.fixture()
 def consumers(table):
     from lakesink.paimon.maintenance import open_table
-    from lakesink.paimon.scan import record_consumer
+    from lakesink.paimon.read.scan import record_consumer
 
     for name, next_snapshot in (("silver", 2), ("gold", 3), ("audit-1", 4)):
         record_consumer(open_table(table), name, next_snapshot)

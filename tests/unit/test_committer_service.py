@@ -118,7 +118,7 @@ def _keyed_sink(tmp_path, checkpoint):
     import pyarrow as pa
 
     from lakesink.options import WriteOptions
-    from lakesink.paimon.stream import StreamSink
+    from lakesink.paimon.write.stream import StreamSink
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("hits", pa.int64())])
     options = {"primary-key": "id", "bucket": "1", "num-sorted-run.compaction-trigger": "2",
                "maintenance.enabled": "false", "commit.user": "keyed-service-test"}
@@ -132,7 +132,7 @@ def _commit_batches(sink, schema, batches):
     """Batch b sets hits = b for keys b..b+9, committed as the format("paimon") task and commit do."""
     import pyarrow as pa
 
-    from lakesink.paimon.keyed_target import plan_batch
+    from lakesink.paimon.write.keyed_plan import plan_batch
     from lakesink.spark.keyed_tasks import KeyedPlan, KeyedTaskSpec, KeyedTaskWriter
     for b in batches:
         plan = KeyedPlan(plan_batch(sink.target, b, ()), None)

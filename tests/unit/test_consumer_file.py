@@ -7,7 +7,7 @@ import os
 import pyarrow as pa
 import pytest
 
-from lakesink.paimon import scan
+from lakesink.paimon.read import scan
 
 
 @pytest.fixture

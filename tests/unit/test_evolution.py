@@ -15,9 +15,9 @@ import pytest
 
 from lakesink.errors import CommitConflictError, SchemaMismatchError
 from lakesink.options import WriteOptions
-from lakesink.paimon import evolution
-from lakesink.paimon.sink import BatchWrite
-from lakesink.paimon.target import PaimonTarget
+from lakesink.paimon.table import evolution
+from lakesink.paimon.write.batch import BatchWrite
+from lakesink.paimon.commit.target import PaimonTarget
 from lakesink.protocol import crashpoints
 from tests.helpers import read_table, snapshots
 
@@ -163,7 +163,7 @@ def test_a_writer_whose_columns_another_writer_added_meanwhile_commits_on_that_s
 
 def test_a_schema_file_another_writer_created_first_is_never_replaced(table):
     from pypaimon.schema.schema_manager import SchemaManager
-    from lakesink.paimon import tables
+    from lakesink.paimon.table import tables
 
     opened = tables.open_table(table)
     manager = SchemaManager(opened.file_io, table)

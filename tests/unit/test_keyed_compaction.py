@@ -1,4 +1,4 @@
-"""Full compaction of primary-key buckets (paimon.lsm) without Spark: tables written by pypaimon's
+"""Full compaction of primary-key buckets (paimon.compaction.lsm) without Spark: tables written by pypaimon's
 own writer (level-0 files, as lakesink's), compacted on the driver, read back with pypaimon."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import pytest
 
 import lakesink
 from lakesink.errors import CommitConflictError, UnsupportedTableError
-from lakesink.paimon.compaction_target import PaimonCompactionTarget, live_files
-from lakesink.paimon.keyed_compaction import KeyedCompactionAggregator, compacts_after_commit
-from lakesink.paimon.datafiles import table_path_of
-from lakesink.paimon.lsm_policy import LsmOptions
-from lakesink.paimon.tables import open_table
-from lakesink.paimon.target import PaimonTarget
+from lakesink.paimon.compaction.target import PaimonCompactionTarget, live_files
+from lakesink.paimon.compaction.keyed_aggregator import KeyedCompactionAggregator, compacts_after_commit
+from lakesink.paimon.files.datafiles import table_path_of
+from lakesink.paimon.keyed.lsm_policy import LsmOptions
+from lakesink.paimon.table.tables import open_table
+from lakesink.paimon.commit.target import PaimonTarget
 from lakesink.protocol.aggregator import group_by_key
 from tests.helpers import leftover_files, pypaimon_append, read_table, snapshots
 
@@ -207,7 +207,7 @@ def test_a_commit_making_two_files_of_one_level_overlap_is_an_lsm_conflict(tmp_p
     import shutil
     from dataclasses import replace
 
-    from lakesink.paimon.datafiles import new_data_file_name
+    from lakesink.paimon.files.datafiles import new_data_file_name
     path = new_table(tmp_path, {"bucket": "1", "write-only": "true"})
     append(path, [(1, "a", "+I"), (2, "b", "+I")])
     lakesink.compact(None, path, progress=False)
@@ -274,7 +274,7 @@ def test_policy_picks_runs_as_paimons_universal_compaction(tmp_path):
 ])
 def test_merge_options_lakesink_cannot_merge_are_refused_by_name(options, named):
     from lakesink.errors import ConfigurationError
-    from lakesink.paimon.keyed import KeyedSpec
+    from lakesink.paimon.keyed.layout import KeyedSpec
     with pytest.raises(ConfigurationError, match=named.replace("(", r"\(")):
         KeyedSpec.resolve(("id",), (), {"bucket": "1", **options}, ["id", "v", "op"])
 
@@ -284,8 +284,8 @@ def test_partial_update_and_aggregation_merge_versions_as_paimon():
     key's only version stays as it came, a -D included, and then leaves at the highest level."""
     from decimal import Decimal
 
-    from lakesink.paimon.keyed import KeyedSpec
-    from lakesink.paimon.merge_engines import merge
+    from lakesink.paimon.keyed.layout import KeyedSpec
+    from lakesink.paimon.keyed.merge_engines import merge
     data = pa.table({"_KEY_id": pa.array([1, 1, 1, 2, 3, 3], pa.int64()),
                      "_SEQUENCE_NUMBER": pa.array([1, 2, 3, 1, 1, 2], pa.int64()),
                      "_VALUE_KIND": pa.array([0, 2, 0, 3, 0, 1], pa.int8()),
@@ -325,8 +325,8 @@ def test_equal_versions_are_ordered_by_file_age(tmp_path):
     later version (deduplicate keeps it, first-row the older one); retractions surviving leave."""
     from dataclasses import replace
 
-    from lakesink.paimon.keyed import KeyedSpec
-    from lakesink.paimon.merge_engines import merge
+    from lakesink.paimon.keyed.layout import KeyedSpec
+    from lakesink.paimon.keyed.merge_engines import merge
     data = pa.table({"_KEY_id": pa.array([1, 1, 2, 2, 3], pa.int64()),
                      "_SEQUENCE_NUMBER": pa.array([5, 5, 1, 2, 0], pa.int64()),
                      "_VALUE_KIND": pa.array([0, 0, 0, 3, 0], pa.int8()),
@@ -348,7 +348,7 @@ def test_equal_versions_are_ordered_by_file_age(tmp_path):
 
 def _changes_of_latest(path) -> list[tuple]:
     """(rowkind, id, v) of the changelog files of the latest snapshot, as stored."""
-    from lakesink.paimon import changes
+    from lakesink.paimon.read import changes
 
     table = open_table(path)
     latest = table.snapshot_manager().get_latest_snapshot().id
@@ -425,7 +425,7 @@ def test_a_lookup_compaction_writes_complete_partial_updates_above_older_runs(tm
 
 
 def test_full_compaction_delta_commits_are_counted_in_the_tables_history(tmp_path):
-    from lakesink.paimon.keyed_compaction import full_compaction_due
+    from lakesink.paimon.compaction.keyed_aggregator import full_compaction_due
 
     path = new_table(tmp_path, {"bucket": "1", "full-compaction.delta-commits": "3"})
     assert not full_compaction_due(open_table(path), 3)

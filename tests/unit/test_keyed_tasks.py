@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakesink.options import WriteOptions
-from lakesink.paimon.keyed import KEY_PREFIX, SEQUENCE
-from lakesink.paimon.keyed_target import prepare_keyed_target
+from lakesink.paimon.keyed.layout import KEY_PREFIX, SEQUENCE
+from lakesink.paimon.write.keyed_plan import prepare_keyed_target
 from lakesink.spark.keyed_tasks import SEQUENCE_SHIFT, KeyedPlan, KeyedTaskSpec, KeyedTaskWriter
 from tests.helpers import read_table
 

@@ -94,3 +94,81 @@ def test_no_import_circles():
         if state.get(node) is None:
             visit(node, [node])
     assert circles == []
+
+
+DESIGN = Path(__file__).parents[2] / "docs" / "design.md"
+LOWER = {"errors", "storage", "options", "filters", "protocol"}  # the shared layers a row may name
+
+
+def _room(module: str) -> str | None:
+    """The package of paimon/ (`commit`, `table`, ...) or the shared layer a module belongs to."""
+    parts = module.split(".")
+    if parts[1] == "paimon":
+        return parts[2] if len(parts) > 2 else None  # lakesink.paimon itself: the connector's API
+    return parts[1]
+
+
+def _design_rooms() -> dict[str, set[str]]:
+    """docs/design.md's rows for paimon's packages: package -> the packages and layers it may import."""
+    rooms = {}
+    for line in DESIGN.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`paimon/") and cells[0].endswith("/`"):
+            rooms[cells[0].strip("`").split("/")[1]] = {t.strip() for t in cells[2].split(",")}
+    return rooms
+
+
+def test_each_paimon_package_imports_only_what_the_design_map_lists():
+    rooms = _design_rooms()
+    packages = {p.name for p in (SRC / "paimon").iterdir() if (p / "__init__.py").exists()}
+    assert set(rooms) == packages  # every package of paimon/ has its row, and no row names a package gone
+    wrong = []
+    for module, imported in _graph().items():
+        room = _room(module) if module.startswith("lakesink.paimon.") else None
+        if room is None:
+            continue
+        for other in imported:
+            there = _room(other)
+            if there is not None and there != room and there not in rooms[room]:
+                wrong.append(f"{module} -> {other} ({there} is not in the row of paimon/{room}/)")
+    assert wrong == []
+
+
+def test_commits_never_import_maintenance():
+    """Maintenance is a layer over commits (it may import them), never under: anywhere in a module, function-local
+    imports too."""
+    graph = _graph()
+    wrong = [f"{m} -> {o}" for m, imported in graph.items() if m.startswith("lakesink.paimon.commit")
+             for o in imported if o.startswith("lakesink.paimon.maintenance")]
+    assert wrong == []
+    assert "maintenance" not in _design_rooms()["commit"]
+
+
+def test_the_packages_of_paimon_import_each_other_in_no_circle():
+    edges: dict[str, set[str]] = {}
+    for module, imported in _graph().items():
+        room = _room(module) if module.startswith("lakesink.paimon.") else None
+        if room is not None:
+            edges.setdefault(room, set()).update(
+                r for o in imported if o.startswith("lakesink.paimon.") and (r := _room(o)) not in (None, room))
+    order: list[str] = []
+    left = dict(edges)
+    while left:  # peel off the packages that import none still left: a circle leaves some behind
+        free = sorted(r for r, deps in left.items() if not deps & set(left))
+        assert free, f"circle among {sorted(left)}"
+        order += free
+        for r in free:
+            del left[r]
+
+
+def test_the_jdbc_connector_never_imports_the_spark_binding():
+    """The Spark binding (spark/jdbc.py, spark/jdbc_datasource.py) imports the connector, never the reverse. Only
+    the public functions of `lakesink.jdbc` reach the binding, inside their bodies, as lakesink's own API does."""
+    graph = _graph()
+    wrong = [f"{m} -> {o}" for m, imported in graph.items() if m.startswith("lakesink.jdbc.")
+             for o in imported if o.startswith("lakesink.spark")]
+    assert wrong == []
+    tree = ast.parse((SRC / "jdbc" / "__init__.py").read_text())
+    top_level = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert all("spark" not in (getattr(n, "module", None) or "") and
+               all("spark" not in a.name for a in n.names) for n in top_level)

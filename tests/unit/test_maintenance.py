@@ -21,7 +21,7 @@ from pypaimon.manifest.manifest_list_manager import ManifestListManager
 from pypaimon.table.file_store_table import FileStoreTable
 
 from lakesink.errors import MaintenanceError
-from lakesink.paimon import identity
+from lakesink.paimon.commit import identity
 from lakesink.paimon import PaimonTarget, TableLayout, TableSpec, describe_parquet
 from lakesink.paimon import maintenance
 from lakesink.protocol.committer import Committer

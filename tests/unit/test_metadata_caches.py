@@ -12,9 +12,9 @@ import pytest
 from pypaimon.manifest.manifest_file_manager import ManifestFileManager
 from pypaimon.manifest.manifest_list_manager import ManifestListManager
 
-from lakesink.paimon.keyed import sequences_and_buckets
-from lakesink.paimon.maintenance.metadata import live_entries
-from lakesink.paimon.tables import open_table
+from lakesink.paimon.keyed.layout import sequences_and_buckets
+from lakesink.paimon.commit.live_files import live_entries
+from lakesink.paimon.table.tables import open_table
 from tests.helpers import pypaimon_append
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
@@ -147,7 +147,7 @@ def test_an_encoding_made_where_the_file_was_described_is_the_drivers_own(tmp_pa
     from pypaimon.schema.schema import Schema
 
     from lakesink.paimon import PaimonTarget
-    from lakesink.paimon.datafiles import StagedFile, TableLayout, with_encoding
+    from lakesink.paimon.files.datafiles import StagedFile, TableLayout, with_encoding
 
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string()),
                         pa.field("day", pa.string(), nullable=False), pa.field("hour", pa.int32(), nullable=False)])
@@ -193,7 +193,7 @@ def test_a_commit_message_is_encoded_byte_for_byte_as_pypaimon_serializes_it(tmp
     from pypaimon.write.commit_message import CommitMessage
     from pypaimon.write.commit_message_serializer import serialize_commit_message
 
-    from lakesink.paimon.datafiles import StagedFile, TableLayout, message_bytes, with_encoding
+    from lakesink.paimon.files.datafiles import StagedFile, TableLayout, message_bytes, with_encoding
 
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string()), ("d", pa.decimal128(20, 3)),
                         ("ts", pa.timestamp("us")), ("f", pa.float64()), ("b", pa.binary()),

@@ -22,7 +22,7 @@ from pypaimon.common.json_util import JSON
 
 from lakesink import storage
 from lakesink.errors import NotAPaimonTableError
-from lakesink.paimon import tables
+from lakesink.paimon.table import tables
 
 from ..s3server import S3Server
 

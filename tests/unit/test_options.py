@@ -185,7 +185,7 @@ def test_storage_options_for_the_cli_take_only_storage_keys():
 def test_a_write_whose_identifier_is_at_or_below_the_last_committed_is_skipped_and_logged(table_path, caplog):
     import pyarrow as pa
 
-    from lakesink.paimon.sink import BatchWrite
+    from lakesink.paimon.write.batch import BatchWrite
     from tests.unit.test_maintenance import SCHEMA, Writer
 
     writer = Writer(table_path, user="nightly")

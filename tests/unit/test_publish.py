@@ -12,10 +12,10 @@ import threading
 
 import pytest
 
-import lakesink.paimon.commit as commit_module
+import lakesink.paimon.commit.file_store as commit_module
 from lakesink.errors import InvalidOptionError
-from lakesink.paimon import publish
-from lakesink.paimon.publish import (ConditionalPutSnapshotCommit, LinkingSnapshotCommit, LockingSnapshotCommit,
+from lakesink.paimon.table import publish
+from lakesink.paimon.table.publish import (ConditionalPutSnapshotCommit, LinkingSnapshotCommit, LockingSnapshotCommit,
                                      UnsafePublicationError, atomic_snapshot_commit, publication_kind)
 from lakesink.protocol import Overwrite
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from lakesink.paimon import tables
+from lakesink.paimon.table import tables
 
 from ..s3server import S3Server
 from ..staged import PARTITION_KEYS, SCHEMA, commit, new_target, read_back, snapshot_list, stage
@@ -87,13 +87,13 @@ def _writer(path, fs_options, index, rounds, barrier, results, publication):
     if publication == "racy":
         # The storage's atomic step switched off: lakesink's publication (and the catalog lock
         # around it, if the table has one) runs as before, with a non-atomic create at its heart.
-        import lakesink.paimon.publish as publish_module
+        import lakesink.paimon.table.publish as publish_module
         publish_module._link_create = _racy_create
     if publication == "pypaimon-rename":
         # The comparison only: pypaimon's own check-then-rename publication.
         from pypaimon.snapshot.renaming_snapshot_commit import RenamingSnapshotCommit
 
-        import lakesink.paimon.commit as commit_module
+        import lakesink.paimon.commit.file_store as commit_module
         commit_module.atomic_snapshot_commit = lambda table: RenamingSnapshotCommit(table.snapshot_manager())
     target = new_target(path, fs_options)
     user = f"racer-{index}"

@@ -1,4 +1,4 @@
-"""`paimon.rowbytes` gives, byte for byte, what pypaimon's own row serializer gives: for every
+"""`paimon.files.rowbytes` gives, byte for byte, what pypaimon's own row serializer gives: for every
 atomic type Paimon has, nulls, inline and long variable-length values, compact and
 non-compact timestamps and decimals (with overflow), and rows it leaves to pypaimon."""
 
@@ -14,8 +14,8 @@ from pypaimon.schema.data_types import AtomicType, DataField
 from pypaimon.table.row.generic_row import GenericRow, GenericRowDeserializer, GenericRowSerializer
 from pypaimon.table.row.internal_row import RowKind
 
-from lakesink.paimon.datafiles import EncodedRow
-from lakesink.paimon.rowbytes import row_bytes
+from lakesink.paimon.files.datafiles import EncodedRow
+from lakesink.paimon.files.rowbytes import row_bytes
 
 UTC = dt.timezone.utc
 

@@ -1,4 +1,4 @@
-"""Compaction on S3 copies no file: its outputs are written in place (paimon.compact_outputs).
+"""Compaction on S3 copies no file: its outputs are written in place (paimon.compaction.outputs).
 
 The S3 server (moto, tests/s3server.py) sits behind the counting proxy (tests/s3proxy.py).
 Small files of an append table, and level-0 runs of a primary-key table whose compaction
@@ -54,14 +54,14 @@ def _referenced(path: str, options: dict) -> set[str]:
     """Names of the data and changelog files the table's snapshots reference."""
     from pypaimon.table.file_store_table import FileStoreTable
 
-    from lakesink.paimon.intents import added_names
+    from lakesink.paimon.commit.intents import added_names
     table = FileStoreTable.from_path(path, options)
     return {name for s in table.snapshot_manager().list_snapshots() for name in added_names(table, s)}
 
 
 def _round(target, files, in_place: bool):
     """One aggregator round after an append of `files` (as a batch job's aggregation runs)."""
-    from lakesink.paimon.compaction import new_coordinator
+    from lakesink.paimon.compaction.wiring import new_coordinator
     from lakesink.protocol.coordinator import FilesWritten
     coordinator = new_coordinator(target, "writer", None, in_place=in_place)
     coordinator.send(FilesWritten(1, list(files)))
@@ -79,7 +79,7 @@ def _append_table(path: str, options: dict, files: int = 6) -> tuple:
 def _keyed_table(path: str, options: dict, commits: int = 2, first: int = 0) -> tuple:
     """A primary-key table of 2 buckets with a level-0 run per bucket and commit."""
     from lakesink.options import WriteOptions
-    from lakesink.paimon.keyed_target import prepare_keyed_target
+    from lakesink.paimon.write.keyed_plan import prepare_keyed_target
     from lakesink.spark.keyed_tasks import KeyedPlan, KeyedTaskSpec, KeyedTaskWriter
     opts = WriteOptions.parse({**options, "primary-key": "id", "bucket": "2", "changelog-producer": "lookup",
                                "num-sorted-run.compaction-trigger": "2", "write-only": "true"})

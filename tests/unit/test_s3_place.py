@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakesink.paimon.datafiles import place
+from lakesink.paimon.files.datafiles import place
 from tests.s3server import s3_bucket
 from tests.staged import commit, new_target, read_back, snapshot_list, stage
 

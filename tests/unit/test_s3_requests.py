@@ -92,7 +92,7 @@ def test_a_snapshot_put_whose_answer_was_lost_is_recognised_as_this_commit(table
 
 def _in_place_job(path: str, options: dict, in_place: bool = True):
     from lakesink.options import WriteOptions
-    from lakesink.paimon.sink import BatchWrite
+    from lakesink.paimon.write.batch import BatchWrite
     from lakesink.spark.tasks import mark_job_staging
     opts = WriteOptions.parse({**options, "partition": "part", "maintenance.enabled": "false",
                                "write.in-place": str(in_place).lower()})
@@ -105,7 +105,7 @@ def _attempt(job, attempt: int, ids, part: str = "a") -> list:
     """One task attempt: a file per id (the target file size is 1 byte), in partition `part`."""
     import pyarrow as pa
 
-    from lakesink.paimon.intents import planned_path_factory
+    from lakesink.paimon.commit.intents import planned_path_factory
     from lakesink.spark.tasks import StagingWriter, TaskSpec
     spec = TaskSpec(job.staging_dir, job.layout, target_file_size=1, fs_options=job.target.fs_options,
                     create_dir=False, paths=planned_path_factory(job.target) if job.in_place else None)

@@ -183,7 +183,7 @@ def test_the_options_reach_the_snapshot_publication_client(s3, request):
     """The conditional snapshot PUT (boto3) waits and tries as the options say."""
     from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
 
-    from lakesink.paimon.publish import _put_create, s3_client
+    from lakesink.paimon.table.publish import _put_create, s3_client
     server, proxy = s3
     options = {**server.fs_options(), "fs.s3.endpoint": proxy.endpoint,
                "fs.s3.connection.request.timeout": "1 s", "fs.s3.connection.establish.timeout": "500 ms",

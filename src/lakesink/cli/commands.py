@@ -149,8 +149,8 @@ def clean_staging(obj: State, table, older_than, dry_run, include_pending):
     what dead CREATE TABLE AS jobs left in every database of the catalog. Every directory found
     is listed with the reason.
     """
-    from ..paimon import reservations
-    from ..paimon.maintenance import catalog_staging
+    from ..paimon.catalog import reservations
+    from ..paimon.maintenance import catalog_sweep as catalog_staging
     # Jobs holding a reservation beat every 30 s, so its default is the sweeps' (1 h); other staging
     # shows only its age.
     beat = older_than or dt.timedelta(seconds=reservations.EXPIRY_S)

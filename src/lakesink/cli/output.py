@@ -71,7 +71,7 @@ class State:
 
     def open_catalog(self):
         """The catalog of `--catalog` (with `--option`'s storage options over its own)."""
-        from ..paimon.catalog import open_catalog
+        from ..paimon.catalog.catalog import open_catalog
         return open_catalog({**self.catalog, **self.fs_options})
 
 

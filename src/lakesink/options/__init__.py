@@ -206,7 +206,7 @@ class WriteOptions:
     maintenance: bool = True
     aggregator: bool = False
     merge_schema: bool = False  # option write.merge-schema: evolve the table's schema with the data
-    in_place: str = "auto"      # option write.in-place: auto | true | false (paimon.intents)
+    in_place: str = "auto"      # option write.in-place: auto | true | false (paimon.commit.intents)
     keyed_shuffle: str = "auto"  # option write.keyed-shuffle: auto | true | false (spark.streaming)
     keyed_shuffle_min_rows: int = 1_000_000
     table_options: dict[str, str] = field(default_factory=dict)
@@ -214,7 +214,7 @@ class WriteOptions:
     path: str | None = None
     query_name: str | None = None
     # A write by name to a table its catalog does not hold yet: the catalog entry that creates and
-    # registers the table when the write is planned (paimon.catalog.CatalogEntry), set by the caller.
+    # registers the table when the write is planned (paimon.catalog.catalog.CatalogEntry), set by the caller.
     catalog_entry: object | None = None
     # An overwrite of exactly one partition ({column: value} of every partition column), set by
     # callers that know it (SQL's INSERT OVERWRITE ... PARTITION): replaced even by no rows.

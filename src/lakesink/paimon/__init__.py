@@ -1,6 +1,11 @@
-"""The Paimon connector: thin adapters from the commit protocol to pypaimon."""
+"""The Paimon connector over pypaimon: tables, data files, commits, keyed tables, compaction,
+reads, writes, catalogs and maintenance, one package each (docs/design.md has the map)."""
 
-from .datafiles import StagedFile, TableLayout, describe_parquet
-from .target import PaimonTarget, TableSpec
+from .files.datafiles import StagedFile, TableLayout, describe_parquet
+from .commit.target import PaimonTarget, TableSpec
+from .commit import target as _target
+from . import maintenance
+
+_target.maintenance = maintenance  # every commit runs background maintenance, a layer above it, through this
 
 __all__ = ["PaimonTarget", "TableSpec", "StagedFile", "TableLayout", "describe_parquet"]

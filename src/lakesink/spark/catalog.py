@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..paimon.catalog import Catalog, ResolvedTable, open_catalog, resolve
-from ..paimon.catalog_config import CatalogConfig
-from ..paimon.catalog_names import is_path
+from ..paimon.catalog.catalog import Catalog, ResolvedTable, open_catalog, resolve
+from ..paimon.catalog.config import CatalogConfig
+from ..paimon.catalog.names import is_path
 
 CONF_PREFIX = "spark.lakesink.catalog."
 
@@ -43,7 +43,7 @@ def set_catalog(spark, options: Mapping[str, object]) -> None:
 
 
 def resolve_for(spark, text: str, purpose: str = "read") -> ResolvedTable:
-    """The one rule (paimon.catalog.resolve) with the session's catalog; a path reads no conf."""
+    """The one rule (paimon.catalog.catalog.resolve) with the session's catalog; a path reads no conf."""
     if is_path(str(text)):
         return resolve(text, None, purpose)
     return resolve(text, session_catalog(spark), purpose)

@@ -30,7 +30,7 @@ told to, to die with the driver like the rest of it).
 
 The same service also runs a synchronous stream's compaction rounds (role
 `compaction`, primary-key tables whose readers do not wait for the rounds:
-`paimon.compaction.compacts_in_background`): each batch's commit process
+`paimon.compaction.wiring.compacts_in_background`): each batch's commit process
 commits the batch and wakes it; the service takes in the batches that landed
 since its last round (`Coordinator.catch_up_round`) and compacts after the
 newest, while Spark runs the next batch, as Paimon's writers compact in the
@@ -131,7 +131,7 @@ def _await_rounds(checkpoint: str, store: StateStore, options: dict, deadline: f
     """Wait while compaction rounds are behind the committed batches: for the checkpoint's
     compaction service, or, when none runs (it died with the driver after Spark recorded the
     batch, and the restarted query had no batch to start one), run the round here."""
-    from ..paimon.compaction import rounds_run_here
+    from ..paimon.compaction.wiring import rounds_run_here
     if store.read_json("sink.json") is None or rounds_run_here(checkpoint):
         return  # never bound: nothing to compact after; or this process's stream runs the rounds
     sink = _sink_here(checkpoint, store, options, missing_ok=True)
@@ -159,8 +159,8 @@ def _sink_here(checkpoint: str, store: StateStore, options: dict, missing_ok: bo
     """The checkpoint's sink, built from its binding and the table's own schema (None when
     the table no longer exists and `missing_ok`)."""
     from ..options import WriteOptions
-    from ..paimon.stream import StreamSink
-    from ..paimon.tables import arrow_schema, open_table
+    from ..paimon.write.stream import StreamSink
+    from ..paimon.table.tables import arrow_schema, open_table
 
     binding = store.read_json("sink.json")
     if binding is None:
@@ -238,7 +238,7 @@ def serve(spec: dict, lock_fd: int) -> int:
     import pyarrow as pa
 
     from ..options import WriteOptions
-    from ..paimon.stream import StreamSink
+    from ..paimon.write.stream import StreamSink
 
     checkpoint, role = spec["checkpoint"], spec.get("role", COMMIT)
     lock = CheckpointLock.adopt(checkpoint, lock_fd, role)

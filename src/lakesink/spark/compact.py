@@ -21,13 +21,14 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 
 from ..errors import CommitConflictError, ConfigurationError
-from ..paimon import intents, tables
-from ..paimon.catalog import resolve
-from ..paimon.compaction_target import PaimonCompactionTarget, live_files
-from ..paimon.keyed_compaction import KeyedCompactionAggregator
-from ..paimon.rewrite import rewrite_on_driver
-from ..paimon.small_files import SmallFileAggregator
-from ..paimon.target import PaimonTarget
+from ..paimon.commit import intents
+from ..paimon.table import tables
+from ..paimon.catalog.catalog import resolve
+from ..paimon.compaction.target import PaimonCompactionTarget, live_files
+from ..paimon.compaction.keyed_aggregator import KeyedCompactionAggregator
+from ..paimon.compaction.rewrite import rewrite_on_driver
+from ..paimon.compaction.append_aggregator import SmallFileAggregator
+from ..paimon.commit.target import PaimonTarget
 from ..protocol.aggregator import group_by_key
 from ..protocol.target import CommitReport
 from .catalog import resolve_for
@@ -48,7 +49,7 @@ def compact(spark, path: str, partitions: Sequence[Mapping[str, object]] | None 
 
     Primary-key tables: a full compaction of every bucket (of `partitions`) not yet fully
     compacted, each bucket merged into one sorted run at the highest level, deleted keys gone
-    (`paimon.lsm`); `full=False` compacts only the buckets whose sorted runs pass
+    (`paimon.compaction.lsm`); `full=False` compacts only the buckets whose sorted runs pass
     `num-sorted-run.compaction-trigger`, as writers do after their commits.
 
     >>> report = lakesink.compact(spark, "/data/wh/db.db/orders",

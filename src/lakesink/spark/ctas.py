@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from .. import options as registry
 from .. import storage
 from ..errors import ConfigurationError, UnsupportedTableError
-from ..paimon.catalog_staged import stage_table
+from ..paimon.catalog.ctas import stage_table
 from ..protocol import CommitReport
 from ..protocol.staging import Terminated, run_staged
 from .catalog import resolve_for, session_catalog

@@ -47,7 +47,7 @@ def _in_place_paths(target, in_place: bool):
     """The path factory tasks write data files in place with (option write.in-place), or None."""
     if not in_place:
         return None
-    from ..paimon.intents import planned_path_factory
+    from ..paimon.commit.intents import planned_path_factory
     return planned_path_factory(target)
 
 
@@ -104,7 +104,7 @@ class PaimonDataSource(DataSource):
         return "paimon"
 
     def _resolve(self, purpose: str = "read"):
-        from ..paimon.catalog import open_catalog, resolve
+        from ..paimon.catalog.catalog import open_catalog, resolve
         path = self.options.get("path")
         if not path:
             raise ConfigurationError(NO_TABLE)
@@ -118,7 +118,7 @@ class PaimonDataSource(DataSource):
         return resolved.with_fs_options(self.options)
 
     def schema(self):
-        from ..paimon.tables import arrow_schema, open_table
+        from ..paimon.table.tables import arrow_schema, open_table
         resolved = self._resolve()
         table = open_table(resolved.path, registry.storage_options(self._options(resolved)) or None)
         if table is None:
@@ -126,7 +126,7 @@ class PaimonDataSource(DataSource):
         schema = arrow_schema(table)
         if registry.parse({k: v for k, v in self.options.items() if k.lower() == "read.readchangelog"},
                           ("stream-read",)).get("read.readChangeLog"):
-            from ..paimon.changes import ROW_KIND
+            from ..paimon.read.changes import ROW_KIND
             import pyarrow as pa
             schema = schema.insert(0, pa.field(ROW_KIND, pa.string(), nullable=False))
         from .reader import spark_schema
@@ -161,8 +161,8 @@ class LakesinkPaimonDataSource(PaimonDataSource):
 
 class PaimonBatchWriter(DataSourceArrowWriter):
     def __init__(self, path: str, options: dict, schema, overwrite: bool, catalog_entry=None):
-        from ..paimon.keyed_target import wants_keyed
-        from ..paimon.sink import BatchWrite
+        from ..paimon.write.keyed_plan import wants_keyed
+        from ..paimon.write.batch import BatchWrite
         opts = WriteOptions.parse(options)
         opts.catalog_entry = catalog_entry  # a new table by name: created (in its catalog) when planned
         mode = "overwrite" if overwrite else "append"
@@ -196,8 +196,8 @@ class PaimonBatchWriter(DataSourceArrowWriter):
 def _plan_keyed_job(path: str, schema, opts: WriteOptions, mode: str):
     """(BatchWrite, KeyedTaskSpec) of a batch write into a primary-key or fixed-bucket table: as
     `lakesink.write` plans it (spark.keyed_write), sequence numbers read from the latest snapshot."""
-    from ..paimon.keyed_target import compacts_automatically, prepare_keyed_target
-    from ..paimon.sink import BatchWrite
+    from ..paimon.write.keyed_plan import compacts_automatically, prepare_keyed_target
+    from ..paimon.write.batch import BatchWrite
     from .keyed_tasks import KeyedPlan, KeyedTaskSpec, buffer_bytes, check_keyed_layout
 
     target, layout, keyed, next_sequence = prepare_keyed_target(path, schema, opts)
@@ -226,7 +226,7 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
     """
 
     def __init__(self, path: str, options: dict, schema, overwrite: bool, catalog_entry=None):
-        from ..paimon.stream import StreamSink
+        from ..paimon.write.stream import StreamSink
         opts = WriteOptions.parse(options)
         opts.catalog_entry = catalog_entry
         if overwrite:
@@ -253,7 +253,7 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
             if self.sink.commit_user is not None:
                 self._hand_over()  # a restarted query: pending batches are committed now, in order
         else:
-            from ..paimon.compaction import compacts_in_background
+            from ..paimon.compaction.wiring import compacts_in_background
             if self.sink.compacts and compacts_in_background(self.sink.target.table()):
                 from ..protocol.pipelined import COMPACTION
                 from .committer_service import spec_for
@@ -271,7 +271,7 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
     # tasks; commit/abort run on a writer built afresh in another process, never pickled. So the
     # plan is made when the writer is pickled: the batch's sequence numbers continue above the
     # table's latest snapshot and above every batch still pending, as the fast path plans them
-    # (paimon.keyed_target.plan_batch), and the tasks carry it back in their commit messages.
+    # (paimon.write.keyed_plan.plan_batch), and the tasks carry it back in their commit messages.
     def __getstate__(self):
         if self.keyed_spec is not None and self.keyed_spec.plan is None:
             from dataclasses import replace
@@ -280,7 +280,7 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
 
     def _plan_batch(self):
         from .keyed_tasks import KeyedPlan
-        from ..paimon.keyed_target import plan_batch
+        from ..paimon.write.keyed_plan import plan_batch
         accounted = self._accounted()
         pending = self.sink.pending_files()  # before the snapshot: a batch landing meanwhile is in one
         bases = plan_batch(self.sink.target, None, pending)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ..options import WriteOptions
-from ..paimon.sink import BatchWrite
+from ..paimon.write.batch import BatchWrite
 from ..protocol import CommitReport, crashpoints
 from .arrow import spark_to_arrow
 from .catalog import resolve_for
@@ -45,7 +45,7 @@ def write(df, path: str, mode: str = "append", *, partition_by: Iterable[str] | 
                                      commit_identifier, primary_key))
     opts.catalog_entry = resolved.entry  # a new table by name: created in its catalog when planned
     opts.overwrite_partition = dict(overwrite_partition) if overwrite_partition else None
-    from ..paimon.keyed_target import wants_keyed
+    from ..paimon.write.keyed_plan import wants_keyed
     if wants_keyed(path, opts):  # primary-key and fixed-bucket tables: spark.keyed_write
         from .keyed_write import write_keyed
         return write_keyed(df, path, mode, opts, PATH_NAME)

@@ -29,7 +29,7 @@ task keeps one file per bucket open): Spark adds no shuffle or sort of its own.
 from __future__ import annotations
 
 from ..errors import ConfigurationError
-from ..paimon.keyed import KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec, null_key_refusal
+from ..paimon.keyed.layout import KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec, null_key_refusal
 from . import sqltext
 from .bucket import task_keys, with_bucket
 from .sqltext import ident, string
@@ -220,7 +220,7 @@ def _listagg(column: str, delimiter: str, whole: str) -> str:
 
 
 def _value_kind(spec: KeyedSpec) -> str:
-    """The row kind code of `rowkind.field`; other values fail the job (paimon.keyed.row_kind_refusal's text)."""
+    """The row kind code of `rowkind.field`; other values fail the job (paimon.keyed.layout.row_kind_refusal's text)."""
     if spec.rowkind_field is None:
         return "CAST(0 AS TINYINT)"
     column = ident(spec.rowkind_field)

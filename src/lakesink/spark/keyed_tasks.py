@@ -8,7 +8,7 @@ with its write buffer, and writes level-0 key-value files (docs/keyed.md, "forma
                   ─ bucket = Paimon's bucket function of the bucket key (spark.arrow_bucket)
                   ─ buffered up to `write-buffer-size`, then flushed:
                       per (partition, bucket): sort by (key, sequence.field, input order) and
-                      merge each key's versions (paimon.merge_engines.merge: the last version, the first,
+                      merge each key's versions (paimon.keyed.merge_engines.merge: the last version, the first,
                       or partial-update / aggregation as Paimon's write buffer merges them)
                   ─ one key-value file per (partition, bucket) and flush: a sorted run at level 0
                     (+ with changelog-producer=input one changelog file of the flush's input rows)
@@ -40,12 +40,13 @@ import pyarrow.parquet as pq
 
 from .. import storage
 from ..errors import ConfigurationError
-from ..paimon import intents, parquet_layout
-from ..paimon.datafiles import StagedFile, TableLayout, describe_parquet, with_encoding
-from ..paimon.keyed import (KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec, kv_schema,
+from ..paimon.commit import intents
+from ..paimon.table import parquet_layout
+from ..paimon.files.datafiles import StagedFile, TableLayout, describe_parquet, with_encoding
+from ..paimon.keyed.layout import (KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec, kv_schema,
                             null_key_refusal, row_kind_refusal, with_key_value_meta)
-from ..paimon.lsm_policy import LsmOptions
-from ..paimon.merge_engines import merge_run
+from ..paimon.keyed.lsm_policy import LsmOptions
+from ..paimon.keyed.merge_engines import merge_run
 from .arrow import conform, distinct_values, split_by_partition
 from .arrow_bucket import bucket_ids
 from .tasks import ROW_GROUP_ROWS, check_job_alive
@@ -314,7 +315,7 @@ def _with_sequence(rows: pa.Table, sequence: int) -> pa.Table:
 def _key_value_meta(staged: StagedFile, rows: pa.Table, layout: TableLayout, spec: KeyedSpec,
                     metadata) -> StagedFile:
     """What a key-value file's metadata holds besides a plain file's, from the rows written
-    (as `paimon.keyed.describe_keyed` reads it back from a file Spark wrote)."""
+    (as `paimon.keyed.layout.describe_keyed` reads it back from a file Spark wrote)."""
     keys = [KEY_PREFIX + k for k in spec.trimmed_keys]
     first = [rows.column(k)[0].as_py() for k in keys]
     last = [rows.column(k)[rows.num_rows - 1].as_py() for k in keys]

@@ -9,9 +9,9 @@ from contextlib import contextmanager
 import pyarrow.parquet as pq
 
 from ..options import WriteOptions
-from ..paimon.keyed import describe_keyed
-from ..paimon.keyed_target import compacts_automatically, prepare_keyed_target
-from ..paimon.sink import BatchWrite
+from ..paimon.keyed.layout import describe_keyed
+from ..paimon.write.keyed_plan import compacts_automatically, prepare_keyed_target
+from ..paimon.write.batch import BatchWrite
 from ..protocol import CommitReport, crashpoints
 from .arrow import spark_to_arrow
 from .keyed import keyed_frame, translate_error

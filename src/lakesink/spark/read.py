@@ -19,7 +19,7 @@ import logging
 from .. import filters
 from .. import options as registry
 from ..errors import ConfigurationError
-from ..paimon import scan
+from ..paimon.read import scan
 from ..filters import Filter
 from .catalog import resolve_for
 from .session import FORMAT, activate
@@ -135,7 +135,7 @@ def read_stream(spark, path: str, *, consumer_id: str | None = None, starting="l
     if max_rows_per_trigger is not None:
         reader = reader.option("read.stream.maxRowsPerTrigger", str(max_rows_per_trigger))
     if changelog is None:
-        from ..paimon.tables import open_table
+        from ..paimon.table.tables import open_table
         table = open_table(path, registry.storage_options(options or {}) or None)
         changelog = table is not None and table.is_primary_key_table
     if changelog:

@@ -1,7 +1,7 @@
 """The Spark-native read path: `spark.read.format("paimon")` (Python Data Source API);
 streams: spark/stream_reader.py.
 
-The driver plans with pypaimon (`paimon/scan.py`) and hands each pypaimon split
+The driver plans with pypaimon (`paimon/read/scan.py`) and hands each pypaimon split
 to a Spark task in pypaimon's own compact binary form (`split_serializer`);
 tasks read them with pypaimon's reader, so primary-key tables are merged on
 read, and yield Arrow record batches.
@@ -39,10 +39,10 @@ class SplitsPartition(InputPartition):
 @dataclass
 class ChangesPartition(InputPartition):
     """Changelog rows (`read.readChangeLog`): a full snapshot's merged splits (each row +I) or
-    change files read as stored (paimon.changes)."""
+    change files read as stored (paimon.read.changes)."""
 
     splits: list  # of bytes
-    files: list   # of paimon.changes.ChangeFile
+    files: list   # of paimon.read.changes.ChangeFile
 
 
 # ---------------------------------------------------------------- filters evaluated exactly
@@ -83,7 +83,7 @@ def read_splits(path: str, serialized: list, expected_schema, terms: list, fs_op
     """Yield Arrow record batches of `serialized` splits, filtered by `terms`, as `expected_schema`."""
     from pypaimon.read.split_serializer import deserialize_split_v1
 
-    from ..paimon.scan import open_for_read
+    from ..paimon.read.scan import open_for_read
 
     table = open_for_read(path, fs_options)
     key_fields = _key_fields(table)
@@ -159,7 +159,7 @@ def spark_schema(table, schema=None):
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from ..errors import UnsupportedTypeError
-    from ..paimon.tables import arrow_schema
+    from ..paimon.table.tables import arrow_schema
 
     schema = arrow_schema(table) if schema is None else schema
     timed = [f.name for f in schema if _has_time(f.type)]
@@ -260,7 +260,7 @@ class PaimonBatchReader(DataSourceReader):
         return super().__new__(cls)
 
     def __init__(self, path: str, options: dict, schema):
-        from ..paimon import scan
+        from ..paimon.read import scan
 
         opts = registry.parse(options, ("read",))
         self.path = path
@@ -275,7 +275,7 @@ class PaimonBatchReader(DataSourceReader):
         self.terms: list = []
 
     def plan(self):
-        from ..paimon import scan
+        from ..paimon.read import scan
 
         table = scan.open_for_read(self.path, self.fs_options)
         snapshot = (table.snapshot_manager().get_snapshot_by_id(self.snapshot_id)

@@ -12,7 +12,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 
-from ..paimon.rewrite import Rewriter, run_task
+from ..paimon.compaction.rewrite import Rewriter, run_task
 from .session import is_connect
 
 

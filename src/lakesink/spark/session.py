@@ -64,7 +64,7 @@ def register(spark, catalog: dict | None = None) -> bool:
     what the session has, e.g. from `--conf spark.lakesink.catalog.warehouse=...`). The data
     source is registered with them: Spark hands it no session conf.
     """
-    from ..paimon.catalog_config import CatalogConfig
+    from ..paimon.catalog.config import CatalogConfig
     from .catalog import catalog_options, set_catalog, with_catalog
     from .jdbc_datasource import JdbcDataSource
     from .datasource import LakesinkPaimonDataSource, PaimonDataSource

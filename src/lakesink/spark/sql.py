@@ -24,8 +24,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..paimon.catalog import Catalog
-from ..paimon.catalog_names import TableName
+from ..paimon.catalog.catalog import Catalog
+from ..paimon.catalog.names import TableName
 
 _TOKENS = re.compile(r"""
     (?P<ws>\s+)

@@ -7,7 +7,7 @@ MERGE also `num_updated_rows`, `num_deleted_rows`, `num_inserted_rows`.
 
 from __future__ import annotations
 
-from ..paimon.catalog import Catalog
+from ..paimon.catalog.catalog import Catalog
 from ..errors import UnsupportedStatementError
 from .sql_statements import _quoted, catalog_name
 

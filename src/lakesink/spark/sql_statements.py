@@ -21,21 +21,11 @@ refused (`UnsupportedStatementError`), never handed to Spark to do something els
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..errors import ConfigurationError, UnsupportedStatementError
-from ..paimon.catalog import Catalog
-from ..paimon.catalog_names import TableName
+from ..paimon.catalog.catalog import Catalog
+from ..paimon.catalog.names import TableName
 
 _TABLE_COMMANDS = ("ALTER", "TRUNCATE", "ANALYZE", "REFRESH", "MSCK", "COMMENT", "CACHE", "UNCACHE", "REPAIR")
-
-
-@dataclass
-class Parsed:
-    """A statement as sqlglot parsed it, with the catalog tables it names."""
-
-    tree: object
-    tables: list[TableName]
 
 
 def parse(query: str):

@@ -1,7 +1,7 @@
 """The Spark-native streaming read: `spark.readStream.format("paimon")` (Python Data Source API).
 
 Each micro-batch reads the snapshots committed since the last one: the rows an append table's
-snapshots add, or a primary-key table's changelog (`read.readChangeLog`, paimon/changes.py).
+snapshots add, or a primary-key table's changelog (`read.readChangeLog`, paimon/read/changes.py).
 Planning and the reading of splits are the batch reader's (spark/reader.py). Options: scope
 `stream-read` of `lakesink.options` (docs/options.md).
 """
@@ -34,7 +34,7 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """
 
     def __init__(self, path: str, options: dict, schema):
-        from ..paimon import scan
+        from ..paimon.read import scan
 
         opts = registry.parse(options, ("stream-read",))
         self.fs_options = registry.storage_options(options) or None
@@ -66,16 +66,16 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         table = scan.open_for_read(path, self.fs_options)
         scan.check_streamable(table, self.changelog)
         if self.changelog:
-            from ..paimon.changes import check_changelog_readable
+            from ..paimon.read.changes import check_changelog_readable
             check_changelog_readable(table)
         self.arrow_schema = _expected_arrow_schema(schema)
 
     def _table(self):
-        from ..paimon import scan
+        from ..paimon.read import scan
         return scan.open_for_read(self.path, self.fs_options)
 
     def initialOffset(self) -> dict:
-        from ..paimon import scan
+        from ..paimon.read import scan
 
         table = self._table()
         if self.consumer_id is not None:
@@ -132,7 +132,7 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The last snapshot of the next batch: whole snapshots up to `limit`'s rows, at least one."""
         from pyspark.sql.streaming.datasource import ReadMaxRows
 
-        from ..paimon import scan
+        from ..paimon.read import scan
 
         if not isinstance(limit, ReadMaxRows):
             return newest
@@ -150,7 +150,7 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return end
 
     def partitions(self, start: dict, end: dict):
-        from ..paimon import scan
+        from ..paimon.read import scan
 
         table = self._table()
         begin, stop = int(start["snapshot"]), int(end["snapshot"])
@@ -169,7 +169,7 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _partitions(splits)
 
     def _change_partitions(self, table, start: dict, begin: int, stop: int) -> list:
-        from ..paimon import changes, scan
+        from ..paimon.read import changes, scan
 
         parts = []
         if start.get("full"):
@@ -191,7 +191,7 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _read_changes(self, partition):
         import pyarrow as pa
 
-        from ..paimon import changes
+        from ..paimon.read import changes
 
         values = pa.schema(list(self.arrow_schema)[1:])
         for batch in read_splits(self.path, partition.splits, values, [], self.fs_options):
@@ -209,7 +209,7 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _record_consumer(self, read_up_to: int) -> None:
         if self.consumer_id is None or read_up_to == self.recorded:
             return
-        from ..paimon import scan
+        from ..paimon.read import scan
 
         scan.record_consumer(self._table(), self.consumer_id, read_up_to + 1)
         self.recorded = read_up_to

@@ -22,10 +22,10 @@ from dataclasses import replace
 
 from ..errors import ConfigurationError
 from ..options import WriteOptions
-from ..paimon.compaction import wait_for_rounds
-from ..paimon.keyed_target import plan_batch
-from ..paimon.sink import describe_files
-from ..paimon.stream import StreamSink
+from ..paimon.compaction.wiring import wait_for_rounds
+from ..paimon.write.keyed_plan import plan_batch
+from ..paimon.write.batch import describe_files
+from ..paimon.write.stream import StreamSink
 from ..protocol import PipelinedCommitter, crashpoints
 from .arrow import spark_to_arrow
 from .catalog import resolve_for

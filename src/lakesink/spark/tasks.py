@@ -2,7 +2,7 @@
 
 Files go into the job's staging directory (the commit moves them into the table), or, when
 the spec carries the table's path factory (`write.in-place`, the default on object stores),
-straight to their table paths, each named in the attempt's intent first (paimon.intents)."""
+straight to their table paths, each named in the attempt's intent first (paimon.commit.intents)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ import pyarrow.parquet as pq
 
 from .. import storage
 from ..errors import JobAbortedError
-from ..paimon import intents, parquet_layout
-from ..paimon.datafiles import StagedFile, TableLayout, describe_parquet, new_data_file_name, with_encoding
+from ..paimon.commit import intents
+from ..paimon.table import parquet_layout
+from ..paimon.files.datafiles import StagedFile, TableLayout, describe_parquet, new_data_file_name, with_encoding
 from .arrow import conform, split_by_partition
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
@@ -43,7 +44,7 @@ class TaskSpec:
     # Batch jobs: the driver creates the staging directory and abort removes it, so a
     # task still running after an abort (a zombie of a cancelled job) must not recreate it.
     create_dir: bool = True
-    # In place (paimon.intents): the table's path factory; files are written at their table
+    # In place (paimon.commit.intents): the table's path factory; files are written at their table
     # paths and named in the attempt's intent first. None: files are staged and moved at commit.
     paths: object = None
 

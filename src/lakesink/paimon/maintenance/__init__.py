@@ -12,7 +12,7 @@ table in this process and one run at a time, does, with Paimon's options:
 * consumer expiry (`consumer.expiration-time`);
 * for a table of a JDBC catalog on an object store: that catalog's dead CREATE
   TABLE AS reservations and their files, at most every 10 min per process
-  (catalog_staging.py).
+  (catalog_sweep.py).
 
 A failure is logged and stored in `_lakesink/maintenance-failure.json`; the next
 commit to the table (from any process) raises it as `MaintenanceError`.
@@ -42,7 +42,8 @@ How snapshot expiry stays safe:
 from .background import after_commit, maintain, maintenance_for, raise_failure, record_failure
 from .expiry import ExpiryReport, expire_snapshots, finish_pending_expiry
 from .inspect import files, history, verify
-from .metadata import MaintenanceOptions, Metadata, list_tags, live_entries, open_table
+from .metadata import MaintenanceOptions, Metadata, list_tags, open_table
+from ..commit.live_files import live_entries
 from .orphans import remove_orphans
 from .retention import create_automatic_tags, expire_consumers, expire_partitions, expire_tags_by_time
 from .tags import RollbackPlan, create_tag, delete_tag, plan_rollback, rollback, rollback_with_plan

@@ -11,8 +11,8 @@ import time
 
 from ... import storage
 from ...errors import InvalidOptionError, MaintenanceError
-from .. import tables
-from . import catalog_staging
+from ..table import tables
+from . import catalog_sweep as catalog_staging
 from .expiry import expire_snapshots
 from .metadata import MaintenanceOptions, table_of
 from .retention import create_automatic_tags, expire_consumers, expire_partitions, expire_tags_by_time

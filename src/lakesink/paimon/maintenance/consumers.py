@@ -21,7 +21,7 @@ from pypaimon.consumer.consumer import Consumer
 from pypaimon.consumer.consumer_manager import ConsumerManager
 
 from ...errors import ConfigurationError, ConsumerNotFoundError, SnapshotNotFoundError
-from ..scan import consumer_file, record_consumer
+from ..read.scan import consumer_file, record_consumer
 from .metadata import table_of
 
 

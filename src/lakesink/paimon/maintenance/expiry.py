@@ -12,7 +12,7 @@ from pypaimon.consumer.consumer_manager import ConsumerManager
 from ... import storage
 from ...errors import MaintenanceError
 from ...protocol import crashpoints
-from .. import identity
+from ..commit import identity
 from .metadata import (MaintenanceOptions, Metadata, ProgressFn, entry_paths, lakesink_dir, list_tags,
                        lists_of, manifest_dir_of, table_of)
 

@@ -9,7 +9,8 @@ from pypaimon.manifest.manifest_file_manager import ManifestFileManager
 from pypaimon.manifest.manifest_list_manager import ManifestListManager
 
 from ...errors import SnapshotNotFoundError
-from .metadata import ProgressFn, data_file_path, live_entries, open_table
+from .metadata import ProgressFn, data_file_path, open_table
+from ..commit.live_files import live_entries
 
 
 _HISTORY_SCHEMA = pa.schema([

@@ -6,7 +6,7 @@ import datetime as dt
 import os
 import time
 
-from .. import tables
+from ..table import tables
 from .expiry import finish_pending_expiry
 from .metadata import Metadata, ProgressFn, list_tags, open_table
 

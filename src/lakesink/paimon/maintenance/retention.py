@@ -7,8 +7,9 @@ import logging
 
 from pypaimon.consumer.consumer_manager import ConsumerManager
 
-from ..commit import new_file_store_commit
-from .metadata import BATCH_IDENTIFIER, MAINTENANCE_USER, MaintenanceOptions, list_tags, live_entries
+from ..commit.file_store import new_file_store_commit
+from .metadata import BATCH_IDENTIFIER, MAINTENANCE_USER, MaintenanceOptions, list_tags
+from ..commit.live_files import live_entries
 from .tags import delete_tag
 
 log = logging.getLogger(__name__)

@@ -37,7 +37,9 @@ from dataclasses import dataclass
 
 from ... import storage
 from ...errors import NotAPaimonTableError
-from .. import identity, intents, staged, tables
+from ..commit import identity, intents
+from ..catalog import staged_table as staged
+from ..table import tables
 
 _BATCH_JOB = re.compile(r"^[0-9a-f]{16}$")
 _STREAM_BATCH = re.compile(r"^([0-9a-f]{12})-b(\d+)$")

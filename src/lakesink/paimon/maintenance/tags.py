@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pypaimon.snapshot.snapshot import Snapshot
 
 from ...errors import ConfigurationError, SnapshotNotFoundError, TagNotFoundError
-from .. import identity
+from ..commit import identity
 from .expiry import finish_pending_expiry
 from .metadata import Metadata, list_tags, open_table
 
