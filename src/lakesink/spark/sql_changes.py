@@ -21,24 +21,23 @@ def run_change(spark, tree, catalog: Catalog):
         return None  # one of Spark's tables
     alias = table.alias or None
     if isinstance(tree, exp.Merge):
-        report = _merge(spark, tree, catalog, _quoted(name), alias)
+        report = _merge(spark, tree, catalog, _quoted(name), alias or name.table)
     else:
-        import lakesink
+        from .rowlevel import delete, update
 
         where = tree.args.get("where")
         where_text = _text(where.this, alias) if where is not None else None
         if isinstance(tree, exp.Delete):
-            report = lakesink.delete(spark, _quoted(name), where=where_text)
+            report = delete(spark, _quoted(name), where=where_text)
         else:
-            report = lakesink.update(spark, _quoted(name), set=_assignments(tree.expressions, alias),
-                                     where=where_text)
+            report = update(spark, _quoted(name), set=_assignments(tree.expressions, alias), where=where_text)
     return _counts(spark, report, merge=isinstance(tree, exp.Merge))
 
 
-def _merge(spark, tree, catalog: Catalog, target: str, target_alias: str | None):
+def _merge(spark, tree, catalog: Catalog, target: str, target_alias: str):
     from sqlglot import exp
 
-    import lakesink
+    from .merge import Merge
     from .sql import sql as run_query
 
     using = tree.args["using"]
@@ -49,8 +48,8 @@ def _merge(spark, tree, catalog: Catalog, target: str, target_alias: str | None)
         plain = using.copy()
         plain.set("alias", None)
         source = run_query(spark, f"SELECT * FROM {plain.sql('spark')}", catalog)
-    builder = lakesink.merge(spark, target, source, on=tree.args["on"].sql("spark"),
-                             source_alias=source_alias, target_alias=target_alias)
+    builder = Merge(spark, target, source, on=tree.args["on"].sql("spark"), source_alias=source_alias or "s",
+                    target_alias=target_alias)
     for when in tree.args["whens"].expressions:
         condition = when.args.get("condition")
         condition = condition.sql("spark") if condition is not None else None

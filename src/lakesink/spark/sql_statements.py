@@ -150,7 +150,8 @@ def _create(spark, tree, catalog: Catalog):
     if "partition" in options:
         partition_by = partition_by or [c.strip() for c in options.pop("partition").split(",") if c.strip()]
     exists = bool(tree.args.get("exists"))
-    from .. import create_table_as, write
+    from .ctas import create_table_as
+    from .fastpath import write
 
     if tree.expression is not None:  # CREATE TABLE ... AS SELECT
         from .sql import sql as run_query
@@ -255,7 +256,7 @@ def _insert_overwrite(spark, tree, catalog: Catalog):
     name = catalog_name(table, catalog)
     if name is None:
         return None
-    from .. import write
+    from .fastpath import write
     from .sql import sql as run_query
 
     df = run_query(spark, tree.expression.sql("spark"), catalog)
@@ -290,8 +291,7 @@ def _insert_overwrite(spark, tree, catalog: Catalog):
         df = df.withColumn(key, F.lit(value))
     df = df.select(*[F.col(f"`{f.name}`").cast(types[f.name]).alias(f.name) for f in paimon_table.table_schema.fields])
     if fixed and len(fixed) == len(keys):
-        from .fastpath import write as fast_write
-        fast_write(df, resolved.path, "overwrite", options=resolved.fs_options or None,
+        write(df, resolved.path, "overwrite", options=resolved.fs_options or None,
                    overwrite_partition=fixed)
     elif fixed:
         raise UnsupportedStatementError(
