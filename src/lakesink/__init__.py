@@ -118,7 +118,7 @@ def sql(spark: SparkSession, query: str, **kwargs: Any) -> DataFrame:
     >>> lakesink.sql(spark, "INSERT INTO shop.daily SELECT * FROM shop.orders")          # doctest: +SKIP
     """
     from .spark.catalog import session_catalog
-    from .spark.sql import sql as _sql
+    from .spark.sql_statements import sql as _sql
     return _sql(spark, query, session_catalog(spark), **kwargs)
 
 

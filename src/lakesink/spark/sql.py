@@ -121,10 +121,6 @@ def sql(spark, query: str, catalog: Catalog | None, **kwargs):
 
     if catalog is None:
         return spark.sql(query, **kwargs)
-    from .sql_statements import run
-    result = run(spark, query, catalog, parameters=bool(kwargs))  # DDL, row-level changes, overwrites
-    if result is not None:
-        return result
     text, tables = rewrite(query, catalog)
     activate(spark)
     for name, writes in tables.items():

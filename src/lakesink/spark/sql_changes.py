@@ -7,47 +7,44 @@ MERGE also `num_updated_rows`, `num_deleted_rows`, `num_inserted_rows`.
 
 from __future__ import annotations
 
-from ..paimon.catalog.catalog import Catalog
+from collections.abc import Callable
+
 from ..errors import UnsupportedStatementError
-from .sql_statements import _quoted, catalog_name
 
 
-def run_change(spark, tree, catalog: Catalog):
+def run_change(spark, tree, target: str, table_name: str, query: Callable):
+    """Run the MERGE / UPDATE / DELETE `tree` on the catalog table `target` (quoted; its own name
+    `table_name`); `query(spark, text)` runs a query naming catalog tables (the MERGE's source)."""
     from sqlglot import exp
 
-    table = tree.this
-    name = catalog_name(table, catalog) if isinstance(table, exp.Table) else None
-    if name is None:
-        return None  # one of Spark's tables
-    alias = table.alias or None
+    alias = tree.this.alias or None
     if isinstance(tree, exp.Merge):
-        report = _merge(spark, tree, catalog, _quoted(name), alias or name.table)
+        report = _merge(spark, tree, target, alias or table_name, query)
     else:
         from .rowlevel import delete, update
 
         where = tree.args.get("where")
         where_text = _text(where.this, alias) if where is not None else None
         if isinstance(tree, exp.Delete):
-            report = delete(spark, _quoted(name), where=where_text)
+            report = delete(spark, target, where=where_text)
         else:
-            report = update(spark, _quoted(name), set=_assignments(tree.expressions, alias), where=where_text)
+            report = update(spark, target, set=_assignments(tree.expressions, alias), where=where_text)
     return _counts(spark, report, merge=isinstance(tree, exp.Merge))
 
 
-def _merge(spark, tree, catalog: Catalog, target: str, target_alias: str):
+def _merge(spark, tree, target: str, target_alias: str, query: Callable):
     from sqlglot import exp
 
     from .merge import Merge
-    from .sql import sql as run_query
 
     using = tree.args["using"]
     source_alias = using.alias or (using.name if isinstance(using, exp.Table) else None)
     if isinstance(using, exp.Subquery):
-        source = run_query(spark, using.this.sql("spark"), catalog)
+        source = query(spark, using.this.sql("spark"))
     else:
         plain = using.copy()
         plain.set("alias", None)
-        source = run_query(spark, f"SELECT * FROM {plain.sql('spark')}", catalog)
+        source = query(spark, f"SELECT * FROM {plain.sql('spark')}")
     builder = Merge(spark, target, source, on=tree.args["on"].sql("spark"), source_alias=source_alias or "s",
                     target_alias=target_alias)
     for when in tree.args["whens"].expressions:

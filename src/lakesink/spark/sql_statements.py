@@ -53,6 +53,18 @@ def catalog_name(table, catalog: Catalog) -> TableName | None:
     return TableName(table.db, table.name)
 
 
+def sql(spark, query: str, catalog: Catalog | None, **kwargs):
+    """`lakesink.sql`: a statement of the table above runs here; any other goes to Spark through
+    the catalog tables' views (`sql.sql`)."""
+    from .sql import sql as through_views
+
+    if catalog is not None:
+        result = run(spark, query, catalog, parameters=bool(kwargs))
+        if result is not None:
+            return result
+    return through_views(spark, query, catalog, **kwargs)
+
+
 def run(spark, query: str, catalog: Catalog, parameters: bool = False):
     """Run `query` if it is one of this module's statements: its result DataFrame; None to let
     Spark run it through the views of `sql.rewrite`. `parameters`: the caller passed `args`
@@ -76,8 +88,11 @@ def run(spark, query: str, catalog: Catalog, parameters: bool = False):
     if isinstance(tree, exp.Insert) and tree.args.get("overwrite"):
         return _insert_overwrite(spark, tree, catalog)
     if isinstance(tree, (exp.Merge, exp.Update, exp.Delete)):
+        name = catalog_name(tree.this, catalog) if isinstance(tree.this, exp.Table) else None
+        if name is None:
+            return None  # one of Spark's tables
         from .sql_changes import run_change
-        return run_change(spark, tree, catalog)
+        return run_change(spark, tree, _quoted(name), name.table, lambda s, text: sql(s, text, catalog))
     if isinstance(tree, exp.TruncateTable):
         for table in tree.expressions:
             name = catalog_name(table, catalog)
@@ -154,8 +169,7 @@ def _create(spark, tree, catalog: Catalog):
     from .fastpath import write
 
     if tree.expression is not None:  # CREATE TABLE ... AS SELECT
-        from .sql import sql as run_query
-        df = run_query(spark, tree.expression.sql("spark"), catalog)
+        df = sql(spark, tree.expression.sql("spark"), catalog)
         if primary_key:
             options["primary-key"] = ",".join(primary_key)
         create_table_as(df, _quoted(name), partition_by=partition_by or None, options=options,
@@ -257,9 +271,8 @@ def _insert_overwrite(spark, tree, catalog: Catalog):
     if name is None:
         return None
     from .fastpath import write
-    from .sql import sql as run_query
 
-    df = run_query(spark, tree.expression.sql("spark"), catalog)
+    df = sql(spark, tree.expression.sql("spark"), catalog)
     partition = table.args.get("partition")
     resolved = catalog.resolve(_quoted(name), "write")
     static: dict[str, object] = {}
