@@ -24,11 +24,11 @@ from .errors import (AmbiguousTableNameError, BackgroundCommitError, CatalogErro
                      MaintenanceError, NotAPaimonTableError, RestoreError, SchemaMismatchError, SnapshotNotFoundError,
                      TableAlreadyExistsError, TableNotFoundError, TagNotFoundError, UnknownOptionError,
                      UnsafePublicationError, UnsupportedOptionError, UnsupportedTableError)
-from .protocol import CommitReport
 from . import jdbc  # lakesink.jdbc.write(...): PostgreSQL / SQLite sink (imports psycopg only when used)
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from .protocol import CommitReport
     from .paimon.catalog import Catalog, ResolvedTable
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
@@ -326,3 +326,18 @@ __all__ = ["jdbc", "session", "register", "catalog", "resolve_table", "sql", "wr
            "CheckpointMismatchError", "CorruptStateError", "MaintenanceError", "EnvironmentSetupError",
            "UnsupportedOptionError", "ConsumerNotFoundError", "AmbiguousTableNameError", "CatalogError",
            "TableNotFoundError", "DatabaseNotFoundError", "CatalogInconsistencyError", "DatabaseConnectionError"]
+
+
+def __getattr__(name: str) -> Any:
+    # `CommitReport` lives with the commit protocol, imported on first use (PEP 562) so that
+    # `import lakesink` stays light: the CLI and tools that only catch errors load neither
+    # the protocol nor Spark, pypaimon or pyarrow.
+    if name == "CommitReport":
+        from .protocol.target import CommitReport
+        globals()[name] = CommitReport
+        return CommitReport
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
