@@ -37,6 +37,7 @@ processes alike), builds a `Table` over `table_file_io(...)`.
 from __future__ import annotations
 
 import copy
+import functools
 import io
 import threading
 
@@ -48,10 +49,17 @@ _lock = threading.Lock()
 
 
 # -- manifests of older Paimon versions -------------------------------------------------------
+@functools.lru_cache(maxsize=1)
 def _file_fields() -> dict[str, dict]:
+    """The `_FILE` fields an older writer may lack: pypaimon's, those with a default."""
     from pypaimon.manifest.schema.data_file_meta import DATA_FILE_META_SCHEMA
 
     return {field["name"]: field for field in DATA_FILE_META_SCHEMA["fields"] if "default" in field}
+
+
+@functools.lru_cache(maxsize=1)
+def _needles() -> tuple[bytes, ...]:
+    return tuple(f'"{name}"'.encode() for name in _file_fields())
 
 
 def upgrade_file_record(record: dict, defaults: dict) -> dict:
@@ -76,6 +84,9 @@ def upgrade_manifest(data: bytes) -> bytes:
     (each at its default); `data` itself when it lacks none."""
     import fastavro
 
+    if all(needle in data for needle in _needles()):
+        return data  # every field is named in the header's schema (JSON): a current manifest, as is
+    wanted = _file_fields()
     reader = fastavro.reader(io.BytesIO(data))
     schema = reader.writer_schema
     fields = schema.get("fields", []) if isinstance(schema, dict) else []
@@ -83,7 +94,6 @@ def upgrade_manifest(data: bytes) -> bytes:
     if not isinstance(file_type, dict) or file_type.get("type") != "record":
         return data  # not the layout pypaimon reads by name: leave it to pypaimon
     known = {f["name"] for f in file_type["fields"]}
-    wanted = _file_fields()
     missing = [field for name, field in wanted.items() if name not in known]
     if not missing:
         return data
