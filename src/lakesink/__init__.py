@@ -17,18 +17,20 @@ import datetime as _dt
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import (AmbiguousTableNameError, BackgroundCommitError, CatalogError, CatalogInconsistencyError,
-                     CheckpointMismatchError, CommitConflictError, CommitFailedError, CommitStateUnknownError,
-                     ConfigurationError, ConsumerNotFoundError, CorruptStateError, DatabaseConnectionError,
-                     DatabaseNotFoundError, EnvironmentSetupError, InvalidOptionError, JobAbortedError, LakesinkError,
-                     MaintenanceError, NotAPaimonTableError, RestoreError, SchemaMismatchError, SnapshotNotFoundError,
-                     TableAlreadyExistsError, TableNotFoundError, TagNotFoundError, UnknownOptionError,
-                     UnsafePublicationError, UnsupportedOptionError, UnsupportedStatementError, UnsupportedTableError)
-from .protocol import CommitReport
+from .errors import (AlreadyCommittedError, AmbiguousTableNameError, BackgroundCommitError, CatalogError,
+                     CatalogInconsistencyError, CatalogLockTimeoutError, CheckpointMismatchError,
+                     CommitConflictError, CommitFailedError, CommitStateUnknownError, ConfigurationError,
+                     ConsumerNotFoundError, CorruptStateError, DatabaseConnectionError, DatabaseNotFoundError,
+                     DuplicateKeyError, EnvironmentSetupError, InvalidOptionError, JobAbortedError, LakesinkError,
+                     MaintenanceError, NotAPaimonTableError, RestoreError, SchemaMismatchError,
+                     SnapshotNotFoundError, StreamStopped, TableAlreadyExistsError, TableNotFoundError,
+                     TagNotFoundError, UnknownOptionError, UnsafePublicationError, UnsupportedOptionError,
+                     UnsupportedStatementError, UnsupportedTableError, UnsupportedTypeError)
 from . import jdbc  # lakesink.jdbc.write(...): PostgreSQL / SQLite sink (imports psycopg only when used)
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from .protocol import CommitReport
     from .paimon.catalog.catalog import Catalog, ResolvedTable
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
@@ -317,13 +319,29 @@ def history(path: str, fs_options: Mapping[str, str] | None = None,
     return _history(resolved.path, resolved.with_fs_options(fs_options) or None, progress)
 
 
-__all__ = ["jdbc", "session", "register", "catalog", "resolve_table", "sql", "write", "stream", "await_commits", "read", "read_stream", "history", "compact",
-           "create_table_as", "replace_table_as", "clean_staging", "CommitReport", "LakesinkError",
-           "ConfigurationError", "UnknownOptionError", "InvalidOptionError", "SchemaMismatchError",
-           "UnsupportedTableError", "NotAPaimonTableError", "TableAlreadyExistsError", "SnapshotNotFoundError",
-           "TagNotFoundError", "UnsafePublicationError", "CommitFailedError", "CommitConflictError",
-           "CommitStateUnknownError", "JobAbortedError", "RestoreError", "BackgroundCommitError",
-           "CheckpointMismatchError", "CorruptStateError", "MaintenanceError", "EnvironmentSetupError",
-           "UnsupportedOptionError", "ConsumerNotFoundError", "AmbiguousTableNameError", "CatalogError",
-           "TableNotFoundError", "DatabaseNotFoundError", "CatalogInconsistencyError", "DatabaseConnectionError",
-           "UnsupportedStatementError"]
+__all__ = ["jdbc", "session", "register", "catalog", "resolve_table", "sql", "write", "stream", "await_commits",
+           "read", "read_stream", "history", "compact", "create_table_as", "replace_table_as", "clean_staging",
+           "CommitReport", "LakesinkError", "ConfigurationError", "UnknownOptionError", "InvalidOptionError",
+           "UnsupportedOptionError", "SchemaMismatchError", "UnsupportedTableError", "NotAPaimonTableError",
+           "TableAlreadyExistsError", "AmbiguousTableNameError", "CatalogError", "TableNotFoundError",
+           "DatabaseNotFoundError", "CatalogInconsistencyError", "SnapshotNotFoundError", "TagNotFoundError",
+           "ConsumerNotFoundError", "UnsafePublicationError", "CommitFailedError", "CommitStateUnknownError",
+           "CommitConflictError", "CatalogLockTimeoutError", "AlreadyCommittedError", "RestoreError",
+           "BackgroundCommitError", "StreamStopped", "CheckpointMismatchError", "EnvironmentSetupError",
+           "JobAbortedError", "CorruptStateError", "MaintenanceError", "DatabaseConnectionError",
+           "UnsupportedTypeError", "DuplicateKeyError", "UnsupportedStatementError"]
+
+
+def __getattr__(name: str) -> Any:
+    # `CommitReport` lives with the commit protocol, imported on first use (PEP 562) so that
+    # `import lakesink` stays light: the CLI and tools that only catch errors load neither
+    # the protocol nor Spark, pypaimon or pyarrow.
+    if name == "CommitReport":
+        from .protocol.target import CommitReport
+        globals()[name] = CommitReport
+        return CommitReport
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -78,7 +78,9 @@ class UnsupportedTableError(LakesinkError):
 
 
 class NotAPaimonTableError(LakesinkError):
-    """The path holds something that is not a Paimon table."""
+    """The path holds something that is not a Paimon table (files, but no schema/), or a table
+    whose schema cannot be read. Not a `TableNotFoundError`: something is there, and lakesink
+    never writes over it."""
 
 
 class TableAlreadyExistsError(LakesinkError):
@@ -93,11 +95,13 @@ class CatalogError(LakesinkError):
     """A catalog (filesystem or JDBC) cannot answer for a table name. Nothing was changed."""
 
 
-class TableNotFoundError(CatalogError, ValueError):
-    """A name the catalog does not know (or a database it does not hold)."""
+class TableNotFoundError(LakesinkError, ValueError):
+    """No table there: a path where nothing is (or nothing but lakesink's own staging), or a
+    name the catalog does not know. Every entry point that needs an existing table raises this
+    one (a directory holding something else is `NotAPaimonTableError`)."""
 
 
-class DatabaseNotFoundError(TableNotFoundError):
+class DatabaseNotFoundError(TableNotFoundError, CatalogError):
     """The database of a table name does not exist in the catalog."""
 
 
@@ -138,6 +142,17 @@ class CommitConflictError(CommitFailedError):
     """Another writer changed what this commit depends on."""
 
 
+class CatalogLockTimeoutError(CommitFailedError):
+    """The catalog lock of the table was not free within `lock-acquire-timeout`; nothing was published."""
+
+
+class AlreadyCommittedError(LakesinkError):
+    """Another commit of this identity landed first; this transaction was rolled back.
+
+    Not a `CommitFailedError`: the committer, asking whether the identity landed, finds it
+    did and counts the checkpoint as committed."""
+
+
 class RestoreError(LakesinkError):
     """Durable state could not be restored (e.g. its data files are gone)."""
 
@@ -146,6 +161,12 @@ class BackgroundCommitError(LakesinkError):
     """A pipelined (background) commit failed; its batch stays pending and is retried on restart."""
 
     retryable = True
+
+
+class StreamStopped(LakesinkError, RuntimeError):
+    """A micro-batch cut short because its query is stopping (query.stop()); nothing of it was
+    committed. Spark recognises a stop by the text of the message (see
+    `spark.streaming.stopped_by_interrupt`), which names the interrupted JVM call."""
 
 
 class CheckpointMismatchError(LakesinkError):

@@ -21,10 +21,9 @@ import time
 
 import pytest
 
-from lakesink.errors import CommitFailedError
+from lakesink.errors import CatalogLockTimeoutError, CommitFailedError
 from lakesink.paimon.table import catalog_lock, tables
 from lakesink.paimon.catalog.catalog import open_catalog
-from lakesink.paimon.table.catalog_lock import CatalogLockTimeoutError
 
 from ..staged import PARTITION_KEYS, SCHEMA, commit, new_target, read_back, snapshot_list, stage
 from ..unit.test_race import _check, race

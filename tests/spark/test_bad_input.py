@@ -176,3 +176,29 @@ def test_the_spark_native_path_refuses_save_modes_other_than_append_and_overwrit
 def test_commit_user_without_identifier_is_refused_for_batch_writes(spark, table):
     df = spark.createDataFrame([(2, "y", "b")], "id long, s string, p string")
     fails_cleanly(df, table, "fast", "commit.user='u' needs commit.identifier", **{"commit.user": "u"})
+
+
+# Spark's entry points for a table that does not exist: the Python API raises TableNotFoundError
+# itself; a data source read fails in Spark, which names the error the data source raised.
+MISSING_TABLE_READS = {
+    "lakesink.read": (lambda spark, path: lakesink.read(spark, path), True),
+    "lakesink.read_stream": (lambda spark, path: lakesink.read_stream(spark, path), True),
+    "lakesink.compact": (lambda spark, path: lakesink.compact(spark, path, progress=False), True),
+    "format(paimon) read": (lambda spark, path: spark.read.format("paimon").load(path).collect(), False),
+    "format(paimon) readStream": (lambda spark, path: spark.readStream.format("paimon").load(path), False),
+}
+
+
+@pytest.mark.parametrize("entry", list(MISSING_TABLE_READS))
+def test_every_spark_entry_point_reports_a_missing_table_as_table_not_found(spark, tmp_path, entry):
+    from lakesink.errors import TableNotFoundError
+
+    path = str(tmp_path / "wh" / "db.db" / "nothing")
+    call, raised_here = MISSING_TABLE_READS[entry]
+    with pytest.raises(Exception) as info:
+        call(spark, path)
+    if raised_here:
+        assert isinstance(info.value, TableNotFoundError), repr(info.value)
+    else:
+        assert "TableNotFoundError" in str(info.value) and path in str(info.value), str(info.value)[-2000:]
+    assert not os.path.exists(path)

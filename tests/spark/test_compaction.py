@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakesink
-from lakesink.errors import ConfigurationError
+from lakesink.errors import ConfigurationError, TableNotFoundError
 from lakesink.paimon.compaction.target import live_files
 from lakesink.paimon.table.tables import open_table
 from tests.helpers import leftover_files, read_table, snapshots
@@ -84,7 +84,7 @@ def test_compact_refuses_bad_arguments_and_changes_nothing(spark, table_path):
         lakesink.compact(spark, table_path, partitions=[{"dt": "x"}])
     with pytest.raises(ConfigurationError, match="not a size"):
         lakesink.compact(spark, table_path, target_size="lots")
-    with pytest.raises(ConfigurationError, match="does not exist"):
+    with pytest.raises(TableNotFoundError, match="does not exist"):
         lakesink.compact(spark, table_path + "-missing")
     assert snapshots(table_path)[-1].id == latest
 

@@ -377,7 +377,8 @@ def test_a_stop_inside_a_fast_path_batch_is_one_spark_recognises_without_overflo
     # An interrupted Spark job's Py4JJavaError carries ~10 KB of JVM frames; Spark's regex over it
     # recursed once per character and the stream thread died of a StackOverflowError on stop.
     from py4j.protocol import Py4JJavaError
-    from lakesink.spark.streaming import StreamStopped, stopped_by_interrupt
+    from lakesink.errors import StreamStopped
+    from lakesink.spark.streaming import stopped_by_interrupt
 
     interrupted = _interrupted_call(spark)
     stopped = stopped_by_interrupt(interrupted, 7)

@@ -223,7 +223,7 @@ def test_errors_with_json_output_are_one_json_object_with_the_errors_fields(tabl
     code, out, _ = run_main(capsys, *args("history", str(tmp_path / "nothing")))
     assert code == 1
     assert json.loads(out)["error"] | {} == json.loads(out)["error"]
-    assert json.loads(out)["error"]["type"] == "NotAPaimonTableError"
+    assert json.loads(out)["error"]["type"] == "TableNotFoundError"
     assert json.loads(out)["error"]["table"] == str(tmp_path / "nothing")
 
 

@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 
 import click
 
-from ..paimon import maintenance
 from .group import EXIT_CODES, EXIT_FAILURE, cli
 from .output import State, arrow_text, cell, from_millis, rows_text
 from .params import Duration, Timestamp, common_options, parse_duration_text
+
+
+class _OnFirstUse:
+    """A module imported when a command first uses it: `lakesink --help` loads no pypaimon."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        return getattr(importlib.import_module(self._name), attr)
+
+
+maintenance = _OnFirstUse("lakesink.paimon.maintenance")
 
 
 @cli.command(epilog=EXIT_CODES)

@@ -6,11 +6,12 @@ import datetime as dt
 import json
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from rich.table import Table
+
+if TYPE_CHECKING:  # rich is imported where output is drawn: `lakesink --help` needs none of it
+    from rich.console import Console
 
 
 class State:
@@ -48,6 +49,8 @@ class State:
         if self.output == "json" or not self.err.is_terminal:
             yield None
             return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       console=self.err, transient=True) as bar:
             tasks: dict[str, int] = {}
@@ -76,6 +79,8 @@ class State:
 
 
 def console_for(stderr: bool) -> Console:
+    from rich.console import Console
+
     console = Console(stderr=stderr, highlight=False, soft_wrap=True)
     if not console.is_terminal:
         console.width = 100_000  # a pipe or file: never cut or wrap tables at 80 columns
@@ -124,6 +129,8 @@ def rows_text(rows: list[dict], title: str, columns: Sequence[str] | None = None
         if not rows:
             console.print(f"{title}: {empty}")
             return
+        from rich.table import Table
+
         view = Table(title=title)
         names = list(columns or rows[0].keys())
         for name in names:

@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
-from ..errors import CommitFailedError, DuplicateKeyError
+from ..errors import AlreadyCommittedError, CommitFailedError, DuplicateKeyError
 from ..protocol import CommitReport, CommitTarget, Overwrite, crashpoints
 from .db import Database, TableName, quote
 
@@ -42,10 +42,6 @@ class StagedRows:
     rows: int
     partition: int
     attempt: int
-
-
-class AlreadyCommitted(RuntimeError):
-    """Another commit of this identity landed first; this transaction was rolled back."""
 
 
 def ensure_metadata(db: Database, cur) -> None:
@@ -150,7 +146,7 @@ class JdbcTarget(CommitTarget[StagedRows]):
                     "WHERE pr.last_identifier < excluded.last_identifier RETURNING last_identifier",
                     (self.describe(), commit_user, identifier, now, expected))
                 if cur.fetchone() is None:
-                    raise AlreadyCommitted(f"identifier {identifier} of {commit_user} is already in {self.table}")
+                    raise AlreadyCommittedError(f"identifier {identifier} of {commit_user} is already in {self.table}")
                 if self.create_sql:
                     cur.execute(self.create_sql)
                 if overwrite is not None:

@@ -1,6 +1,6 @@
 """The engine-neutral commit protocol: committables, committer, durable state.
 
-Nothing here imports Spark or Paimon. Connectors implement `CommitTarget`;
+Nothing here imports Spark or pypaimon, even through `storage` (tests/unit/test_light_imports.py). Connectors implement `CommitTarget`;
 engine bindings drive a `Committer` (or `PipelinedCommitter`).
 """
 

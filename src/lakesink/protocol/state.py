@@ -35,8 +35,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyarrow import fs as pafs
-
 from .. import storage
 from ..errors import CorruptStateError
 from .target import Overwrite
@@ -91,6 +89,8 @@ class StateStore:
         return f"{self._root.rstrip('/')}/{name}"
 
     def write_json(self, name: str, document: Any) -> None:
+        from pyarrow import fs as pafs  # here: importing the protocol loads no pyarrow
+
         self._fs.create_dir(self._root, recursive=True)
         final = self._path(name)
         tmp = self._path(f".{name}.{uuid.uuid4().hex}.tmp")
@@ -125,6 +125,8 @@ class StateStore:
             pass
 
     def names(self, prefix: str) -> list[str]:
+        from pyarrow import fs as pafs
+
         try:
             infos = self._fs.get_file_info(pafs.FileSelector(self._root, allow_not_found=True))
         except FileNotFoundError:

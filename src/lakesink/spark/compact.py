@@ -20,7 +20,7 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 
-from ..errors import CommitConflictError, ConfigurationError
+from ..errors import CommitConflictError, ConfigurationError, TableNotFoundError
 from ..paimon.commit import intents
 from ..paimon.table import tables
 from ..paimon.catalog.catalog import resolve
@@ -70,7 +70,7 @@ def compact(spark, path: str, partitions: Sequence[Mapping[str, object]] | None 
     target = PaimonTarget(resolved.path, fs_options=fs_options or None)
     table = target.table()
     if table is None:
-        raise ConfigurationError(f"Table {target.path} does not exist: nothing to compact.")
+        raise TableNotFoundError(f"Table {target.path} does not exist: nothing to compact.", table=target.path)
     if partitions is not None:
         _check_partitions(table, partitions)
     # write.in-place among the options: auto (by the store), or forced either way

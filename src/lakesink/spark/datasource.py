@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceStreamArrowWriter,
                                     WriterCommitMessage)
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, TableNotFoundError
 from .. import options as registry
 from ..options import WriteOptions
 from ..protocol import crashpoints
@@ -122,7 +122,7 @@ class PaimonDataSource(DataSource):
         resolved = self._resolve()
         table = open_table(resolved.path, registry.storage_options(self._options(resolved)) or None)
         if table is None:
-            raise ConfigurationError(f"Table {resolved} does not exist.")
+            raise TableNotFoundError(f"Table {resolved} does not exist.", table=str(resolved))
         schema = arrow_schema(table)
         if registry.parse({k: v for k, v in self.options.items() if k.lower() == "read.readchangelog"},
                           ("stream-read",)).get("read.readChangeLog"):

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import replace
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, StreamStopped
 from ..options import WriteOptions
 from ..paimon.compaction.wiring import wait_for_rounds
 from ..paimon.write.keyed_plan import plan_batch
@@ -137,10 +137,6 @@ class FastStreamSink:
 # Spark's JVM exceptions that mean "the query is being stopped" (StreamExecution.IO_EXCEPTION_NAMES).
 INTERRUPTIONS = ("java.lang.InterruptedException", "java.io.InterruptedIOException",
                  "java.nio.channels.ClosedByInterruptException")
-
-
-class StreamStopped(RuntimeError):
-    """A micro-batch cut short because its query is stopping (query.stop())."""
 
 
 def stopped_by_interrupt(exc: BaseException, batch_id: int) -> StreamStopped | None:

@@ -22,7 +22,7 @@ from pypaimon.write.file_store_commit import FileStoreCommit
 from .file_store import new_file_store_commit
 
 from ... import storage
-from ...errors import CommitConflictError, SchemaMismatchError
+from ...errors import CommitConflictError, SchemaMismatchError, TableNotFoundError
 from ...protocol import crashpoints
 from ...protocol.target import CommitReport, CommitTarget, Overwrite
 from ..table import evolution, tables
@@ -82,7 +82,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
         table = self.table(refresh=True)
         if table is None:
             if self.create is None:
-                raise FileNotFoundError(f"Table {self.path} does not exist.")
+                raise TableNotFoundError(f"Table {self.path} does not exist.", table=self.path)
             try:
                 table = tables.create_table(self.path, self.create.schema, self.create.partition_keys,
                                             self.create.primary_keys, self.create.options, self.fs_options)

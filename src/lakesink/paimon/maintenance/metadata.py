@@ -12,7 +12,7 @@ from pypaimon.utils.file_store_path_factory import canonical_data_file_path
 
 from ... import options as registry
 from ... import storage
-from ...errors import InvalidOptionError, NotAPaimonTableError
+from ...errors import InvalidOptionError, TableNotFoundError
 from ..table import tables
 
 MAINTENANCE_USER = "lakesink-maintenance"
@@ -66,7 +66,7 @@ class MaintenanceOptions:
 def open_table(path: str, fs_options: dict | None = None):
     table = tables.open_table(path, fs_options)
     if table is None:
-        raise NotAPaimonTableError(f"No Paimon table at {storage.normalize(path)}.", table=storage.normalize(path))
+        raise TableNotFoundError(f"No Paimon table at {storage.normalize(path)}.", table=storage.normalize(path))
     return table
 
 

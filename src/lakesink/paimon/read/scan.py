@@ -43,7 +43,7 @@ from pypaimon.table.file_store_table import FileStoreTable
 
 from ... import storage
 from ...filters import Filter
-from ...errors import ConfigurationError, SnapshotNotFoundError, UnsupportedTableError
+from ...errors import ConfigurationError, SnapshotNotFoundError, TableNotFoundError, UnsupportedTableError
 from ..table.tables import open_table
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ COMMIT_KINDS_ADDING_ROWS = ("APPEND",)
 def open_for_read(path: str, fs_options: dict | None = None) -> FileStoreTable:
     table = open_table(path, fs_options)
     if table is None:
-        raise ConfigurationError(f"There is no Paimon table at {path}: nothing to read.")
+        raise TableNotFoundError(f"There is no Paimon table at {path}: nothing to read.", table=path)
     return table
 
 

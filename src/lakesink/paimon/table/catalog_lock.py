@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ...errors import CommitFailedError, ConfigurationError, DatabaseConnectionError
+from ...errors import CatalogLockTimeoutError, ConfigurationError, DatabaseConnectionError
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +57,6 @@ _EXPIRED = {
     "sqlite": "strftime('%s', 'now') - strftime('%s', acquired_at) > expire_time_seconds",
     "postgresql": "EXTRACT(EPOCH FROM AGE(NOW(), acquired_at)) > expire_time_seconds",
 }
-
-
-class CatalogLockTimeoutError(CommitFailedError):
-    """The catalog lock of the table was not free within `lock-acquire-timeout`; nothing was published."""
 
 
 def default_enabled(warehouse: str) -> bool:

@@ -47,9 +47,9 @@ from pypaimon.snapshot.snapshot_commit import SnapshotCommit
 
 from ... import options as registry
 from ... import storage
-from ...errors import ConfigurationError, InvalidOptionError, UnsafePublicationError
+from ...errors import CatalogLockTimeoutError, ConfigurationError, InvalidOptionError, UnsafePublicationError
 from .catalog_lock import OPTION as CATALOG_LOCK
-from .catalog_lock import CatalogLock, CatalogLockTimeoutError
+from .catalog_lock import CatalogLock
 
 log = logging.getLogger(__name__)
 

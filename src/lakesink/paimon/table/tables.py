@@ -24,7 +24,6 @@ CREATION_WAIT_S = 10.0  # longest a table may show schema/ without a schema file
 
 def open_table(path: str, fs_options: dict | None = None) -> FileStoreTable | None:
     """The table at `path`, or None when nothing is there. Anything else there is an error."""
-    compat.install()  # read manifests of older Paimon versions (see compat.py)
     path = storage.normalize(path)
     file_io = storage.file_io(path, fs_options)
     if not file_io.exists(path):
@@ -57,7 +56,8 @@ def _open_schema(file_io, path: str) -> FileStoreTable:
         schema = _latest_schema(file_io, path)
     if schema is None:
         raise NotAPaimonTableError(f"{path}/schema holds no schema file: not a Paimon table.")
-    return FileStoreTable(file_io, _identifier(path), path, schema)
+    # lakesink's table: manifests of older Paimon versions, snapshots expiring while read (compat.py)
+    return compat.Table(compat.table_file_io(file_io), _identifier(path), path, schema)
 
 
 # Parsed schema files, by (path, size, modification time): a schema file never changes once
