@@ -163,3 +163,20 @@ def test_a_pending_document_without_check_from_still_restores(tmp_path, pending)
     [report] = restarted(path, pending).restore()
 
     assert report.committed and report.identifier == 4
+
+
+def test_a_restored_append_checkpoint_needs_no_bucket_check_and_warns_of_none(tmp_path, caplog):
+    """Unaware-bucket tables have no fixed-bucket check, so their pending state records no base:
+    restoring it is no missing check (the warning is for fixed-bucket state written without one)."""
+    from pypaimon.catalog.catalog_factory import CatalogFactory
+    from pypaimon.schema.schema import Schema
+
+    catalog = CatalogFactory.create({"warehouse": str(tmp_path)})
+    catalog.create_database("db", True)
+    catalog.create_table("db.a", Schema.from_pyarrow_schema(SCHEMA, options={"bucket": "-1"}), False)
+    keyed = new_table(tmp_path)
+    with caplog.at_level("WARNING", logger="lakesink"):
+        PaimonTarget(f"{tmp_path}/db.db/a").restore_check_from(3, None)
+        assert "without the fixed-bucket conflict check" not in caplog.text
+        PaimonTarget(keyed).restore_check_from(3, None)
+    assert "without the fixed-bucket conflict check" in caplog.text

@@ -130,11 +130,18 @@ class PaimonTarget(CommitTarget[StagedFile]):
         return self._check_from.get(identifier, self.bucket_check_from)
 
     def restore_check_from(self, identifier: int, version: int | None) -> None:
-        if version is None:
+        # Unaware-bucket (append) tables have no such check: their pending state records none.
+        if version is None and self._fixed_buckets():
             log.warning("pending commit %s of %s has no check_from (older state): committed without "
                         "the fixed-bucket conflict check", identifier, self.path)
         self._check_from[identifier] = version
         self._uniform[identifier] = None
+
+    def _fixed_buckets(self) -> bool:
+        table = self.table()
+        if table is not None:
+            return bool(table.total_buckets and table.total_buckets > 0)
+        return self.create is not None and int(self.create.options.get("bucket", "-1")) > 0
 
     def _bucket_check_base(self, table, commit_user: str, identifier: int, check_from: int,
                            files: Sequence[StagedFile], latest: Snapshot | None,
