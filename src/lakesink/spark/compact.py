@@ -20,7 +20,7 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 
-from ..errors import CommitConflictError, ConfigurationError, TableNotFoundError
+from ..errors import CommitConflictError, ConfigurationError, TableNotFoundError, UnsupportedTableError
 from ..paimon.commit import intents
 from ..paimon.table import tables
 from ..paimon.catalog.catalog import resolve
@@ -28,6 +28,7 @@ from ..paimon.compaction.target import PaimonCompactionTarget, live_files
 from ..paimon.compaction.keyed_aggregator import KeyedCompactionAggregator
 from ..paimon.compaction.rewrite import rewrite_on_driver
 from ..paimon.compaction.append_aggregator import SmallFileAggregator
+from ..paimon.compaction.wiring import tracks_rows
 from ..paimon.commit.target import PaimonTarget
 from ..protocol.aggregator import group_by_key
 from ..protocol.target import CommitReport
@@ -78,6 +79,11 @@ def compact(spark, path: str, partitions: Sequence[Mapping[str, object]] | None 
     if table.is_primary_key_table:
         return _compact_keyed(spark, target, partitions, size, full, progress, max_attempts, in_place)
     tables.check_writable(table, PATH_NAME)
+    if tracks_rows(table.table_schema.options):
+        raise UnsupportedTableError(
+            f"{target.path} has row-tracking.enabled=true: lakesink's compaction would give every rewritten "
+            "row a new _ROW_ID, breaking the lineage readers rely on. Compact it with Apache Paimon's own "
+            "compaction. Nothing was changed.", table=target.path)
     compaction = PaimonCompactionTarget(target)
     user = f"lakesink-compact-{uuid.uuid4()}"
     aggregator = SmallFileAggregator(table, compaction.staging_dir(user), target_size=size,
