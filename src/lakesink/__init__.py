@@ -22,7 +22,7 @@ from .errors import (AmbiguousTableNameError, BackgroundCommitError, CatalogErro
                      CheckpointMismatchError, CommitConflictError, CommitFailedError, CommitStateUnknownError,
                      ConfigurationError, ConsumerNotFoundError, CorruptStateError, DatabaseConnectionError,
                      DatabaseNotFoundError, EnvironmentSetupError, InvalidOptionError, JobAbortedError, LakesinkError,
-                     MaintenanceError, NotAPaimonTableError, RestoreError, SchemaMismatchError, SnapshotNotFoundError,
+                     MaintenanceError, MultipleMatchError, NotAPaimonTableError, RestoreError, SchemaMismatchError, SnapshotNotFoundError,
                      TableAlreadyExistsError, TableNotFoundError, TagNotFoundError, UnknownOptionError,
                      UnsafePublicationError, UnsupportedOptionError, UnsupportedTableError)
 from .protocol import CommitReport
@@ -383,4 +383,5 @@ __all__ = ["jdbc", "session", "register", "catalog", "resolve_table", "sql", "wr
            "CommitStateUnknownError", "JobAbortedError", "RestoreError", "BackgroundCommitError",
            "CheckpointMismatchError", "CorruptStateError", "MaintenanceError", "EnvironmentSetupError",
            "UnsupportedOptionError", "ConsumerNotFoundError", "AmbiguousTableNameError", "CatalogError",
-           "TableNotFoundError", "DatabaseNotFoundError", "CatalogInconsistencyError", "DatabaseConnectionError"]
+           "TableNotFoundError", "DatabaseNotFoundError", "CatalogInconsistencyError", "DatabaseConnectionError",
+           "MultipleMatchError"]
