@@ -91,8 +91,8 @@ class Merge:
         replay = already_committed(stmt)
         if replay is not None:
             return replay
-        source = self._source.selectExpr("*", f"true AS {SOURCE_SEEN}")
-        source = analysed(f"{_WHAT} source", lambda: source).persist()
+        source = analysed(f"{_WHAT} source",
+                          lambda: self._source.selectExpr("*", f"true AS {SOURCE_SEEN}")).persist()
         try:
             source.count()  # materialised once: a non-deterministic source is read one time
             plan = _Plan(self, stmt, clauses, source)

@@ -181,6 +181,8 @@ def check_assignment(column: str, expression: str, source_type, target_type) -> 
 
 
 def check_columns(stmt: Statement, assignments: dict, keyed_refusal: bool = True) -> None:
+    """Assigned columns exist; a keyed table's key and partition columns are not updated (an
+    append table's rows are rewritten whole: a new partition value moves the row)."""
     unknown = [c for c in assignments if c not in stmt.columns]
     if unknown:
         raise ConfigurationError(f"{PATH_NAME}: column(s) {unknown} are not in {stmt.path} (columns: "
@@ -191,11 +193,6 @@ def check_columns(stmt: Statement, assignments: dict, keyed_refusal: bool = True
             raise ConfigurationError(
                 f"{PATH_NAME}: cannot update primary-key or partition column(s) {fixed} of {stmt.path}: a "
                 "row's key decides where it lives. Delete the row and insert the new one. Nothing was changed.",
-                table=stmt.path)
-        fixed = sorted(set(assignments) & set(stmt.table.partition_keys or ()))
-        if fixed:
-            raise ConfigurationError(
-                f"{PATH_NAME}: cannot update partition column(s) {fixed} of {stmt.path}. Nothing was changed.",
                 table=stmt.path)
 
 
