@@ -211,7 +211,7 @@ def identity_options(stmt: Statement) -> dict:
     out = dict(stmt.fs_options)
     if stmt.commit_user is not None:
         out["commit.user"] = stmt.commit_user
-        out["commit.identifier"] = stmt.commit_identifier
+        out["commit.identifier"] = stmt.identifier
     return out
 
 
@@ -319,8 +319,8 @@ def already_committed(stmt: Statement) -> CommitReport | None:
     from ..paimon.target import PaimonTarget
     from ..protocol import Committer
     target = PaimonTarget(stmt.path, fs_options=stmt.fs_options or None)
-    if Committer(target, stmt.commit_user).skips_as_replay(stmt.commit_identifier, stmt.path):
-        return CommitReport(stmt.commit_user, stmt.commit_identifier, skipped_replay=True)
+    if Committer(target, stmt.commit_user).skips_as_replay(stmt.identifier, stmt.path):
+        return CommitReport(stmt.commit_user, stmt.identifier, skipped_replay=True)
     return None
 
 
