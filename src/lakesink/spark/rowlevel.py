@@ -369,7 +369,8 @@ def update(spark, name: str, set: dict, where: str | None = None, *, commit_user
     if replay is not None:
         return replay
     condition = true_of(where)
-    types = {f.name: f.dataType for f in read_target(stmt).schema.fields}
+    from .reader import spark_schema
+    types = {f.name: f.dataType for f in spark_schema(stmt.table).fields}
 
     def new_row(frame):
         checked = analysed("lakesink.update set", lambda: frame.selectExpr(
