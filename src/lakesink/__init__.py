@@ -7,6 +7,7 @@
     df.write.format("paimon").mode("append").save("shop.orders")
     lakesink.stream(sdf, "shop.orders", checkpoint="/data/chk/orders", trigger="10 seconds")
     lakesink.sql(spark, "SELECT count(*) FROM shop.orders")
+    lakesink.delete(spark, "shop.orders", where="status = 'test'")      # row-level (docs/row-level.md)
 
 Every function imports Spark and pypaimon only when called.
 """
@@ -22,7 +23,7 @@ from .errors import (AlreadyCommittedError, AmbiguousTableNameError, BackgroundC
                      CommitConflictError, CommitFailedError, CommitStateUnknownError, ConfigurationError,
                      ConsumerNotFoundError, CorruptStateError, DatabaseConnectionError, DatabaseNotFoundError,
                      DuplicateKeyError, EnvironmentSetupError, InvalidOptionError, JobAbortedError, LakesinkError,
-                     MaintenanceError, NotAPaimonTableError, RestoreError, SchemaMismatchError,
+                     MaintenanceError, MultipleMatchError, NotAPaimonTableError, RestoreError, SchemaMismatchError,
                      SnapshotNotFoundError, StreamStopped, TableAlreadyExistsError, TableNotFoundError,
                      TagNotFoundError, UnknownOptionError, UnsafePublicationError, UnsupportedOptionError,
                      UnsupportedStatementError, UnsupportedTableError, UnsupportedTypeError)
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from .protocol import CommitReport
     from .paimon.catalog.catalog import Catalog, ResolvedTable
+    from .spark.merge import Merge
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
@@ -303,6 +305,61 @@ def compact(spark: SparkSession | None, path: str, partitions: Sequence[Mapping[
                     options=options, full=full)
 
 
+def delete(spark: SparkSession, table: str, where: str | None = None, *, commit_user: str | None = None,
+           commit_identifier: int | None = None) -> CommitReport:
+    """Delete the rows of `table` (path or name) matching `where` (Spark SQL; None: every row), as one snapshot.
+
+    Primary-key tables get `-D` rows (no file is rewritten); append tables rewrite only the
+    files holding matching rows (docs/row-level.md). `report.rows_deleted` counts them.
+    With `commit_user` and `commit_identifier`, a statement whose identity already landed
+    changes nothing (`report.skipped_replay`).
+
+    >>> lakesink.delete(spark, "shop.orders", where="dt < '2026-01-01' and status = 'test'")   # doctest: +SKIP
+    """
+    from .spark.rowlevel import delete as _delete
+    return _delete(spark, table, where, commit_user=commit_user, commit_identifier=commit_identifier)
+
+
+def update(spark: SparkSession, table: str, set: Mapping[str, str], where: str | None = None, *,
+           commit_user: str | None = None, commit_identifier: int | None = None) -> CommitReport:
+    """Set columns of the rows of `table` matching `where`: `set` maps a column to a Spark SQL
+    expression over the row's columns; one snapshot. Primary-key and partition columns of a
+    primary-key table cannot be set. `report.rows_updated` counts the rows (docs/row-level.md).
+
+    >>> lakesink.update(spark, "shop.orders", set={"status": "'shipped'", "amount": "amount * 1.1"},
+    ...                 where="id in (1, 2)")                                   # doctest: +SKIP
+    """
+    from .spark.rowlevel import update as _update
+    return _update(spark, table, dict(set), where, commit_user=commit_user, commit_identifier=commit_identifier)
+
+
+def merge(spark: SparkSession, table: str, source: DataFrame, on: str, *, source_alias: str = "s",
+          target_alias: str = "t", commit_user: str | None = None, commit_identifier: int | None = None) -> Merge:
+    """A MERGE of `source` into `table` on the Spark SQL condition `on` (Delta's semantics): add
+    clauses, then `.execute()` commits one snapshot and returns the `CommitReport`
+    (`rows_inserted`, `rows_updated`, `rows_deleted`). Clauses apply in order, the first whose
+    condition holds wins; a target row matched by two source rows that a clause would change
+    is an error, and the table is left unchanged (docs/row-level.md).
+
+    >>> (lakesink.merge(spark, "shop.orders", updates, on="t.id = s.id")
+    ...     .when_matched_delete(condition="s.op = 'D'")
+    ...     .when_matched_update_all()
+    ...     .when_not_matched_insert_all()
+    ...     .execute())                                                         # doctest: +SKIP
+
+    Exactly once from a stream: the batch id is the commit identifier.
+
+    >>> def upsert(batch_df, batch_id):
+    ...     (lakesink.merge(spark, "shop.orders", batch_df, on="t.id = s.id",
+    ...                     commit_user="orders-merge", commit_identifier=batch_id)
+    ...         .when_matched_update_all().when_not_matched_insert_all().execute())
+    >>> sdf.writeStream.foreachBatch(upsert).start()                          # doctest: +SKIP
+    """
+    from .spark.merge import Merge as _Merge
+    return _Merge(spark, table, source, on, source_alias=source_alias, target_alias=target_alias,
+                  commit_user=commit_user, commit_identifier=commit_identifier)
+
+
 def history(path: str, fs_options: Mapping[str, str] | None = None,
             progress: Callable[[str, int, int], None] | None = None, *,
             catalog: Mapping[str, object] | None = None) -> pa.Table:
@@ -320,7 +377,7 @@ def history(path: str, fs_options: Mapping[str, str] | None = None,
 
 
 __all__ = ["jdbc", "session", "register", "catalog", "resolve_table", "sql", "write", "stream", "await_commits",
-           "read", "read_stream", "history", "compact", "create_table_as", "replace_table_as", "clean_staging",
+           "read", "read_stream", "history", "compact", "delete", "update", "merge", "create_table_as", "replace_table_as", "clean_staging",
            "CommitReport", "LakesinkError", "ConfigurationError", "UnknownOptionError", "InvalidOptionError",
            "UnsupportedOptionError", "SchemaMismatchError", "UnsupportedTableError", "NotAPaimonTableError",
            "TableAlreadyExistsError", "AmbiguousTableNameError", "CatalogError", "TableNotFoundError",
@@ -329,7 +386,8 @@ __all__ = ["jdbc", "session", "register", "catalog", "resolve_table", "sql", "wr
            "CommitConflictError", "CatalogLockTimeoutError", "AlreadyCommittedError", "RestoreError",
            "BackgroundCommitError", "StreamStopped", "CheckpointMismatchError", "EnvironmentSetupError",
            "JobAbortedError", "CorruptStateError", "MaintenanceError", "DatabaseConnectionError",
-           "UnsupportedTypeError", "DuplicateKeyError", "UnsupportedStatementError"]
+           "UnsupportedTypeError", "DuplicateKeyError", "UnsupportedStatementError",
+           "MultipleMatchError"]
 
 
 def __getattr__(name: str) -> Any:

@@ -73,6 +73,11 @@ class SchemaMismatchError(LakesinkError, ValueError):
     """The data's schema does not fit the table. Nothing was written."""
 
 
+class MultipleMatchError(LakesinkError, ValueError):
+    """A MERGE matched one target row with several source rows that a clause would apply to
+    (Delta's rule). Nothing was changed."""
+
+
 class UnsupportedTableError(LakesinkError):
     """The table kind cannot be written by the chosen path (the message names one that can)."""
 

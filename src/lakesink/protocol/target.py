@@ -57,6 +57,10 @@ class CommitReport:
     rows_removed: int = 0
     bytes_removed: int = 0
     files_discarded: int = 0
+    # Row-level changes (delete / update / merge): rows the statement inserted, updated, deleted.
+    rows_inserted: int = 0
+    rows_updated: int = 0
+    rows_deleted: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

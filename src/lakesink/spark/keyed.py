@@ -70,6 +70,9 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
             column = (f"CASE WHEN {column} IS NULL THEN raise_error("
                       f"{string(ERROR_PREFIX + null_key_refusal(name))}) ELSE {column} END")
         first.append(f"{column} AS {ident(name)}")
+    # rowkind.field naming a column the table does not have: carried to the kind, never written.
+    kind_only = [spec.rowkind_field] if spec.rowkind_field and spec.rowkind_field not in names else []
+    first += [ident(c) for c in kind_only]
     first += [f"{ident(k)} AS {h}" for k, h in zip(spec.partition_keys, hidden)]
     first.append(f"monotonically_increasing_id() AS {_ORDER}")
     bases = keyed and bool(next_sequence)
@@ -78,7 +81,7 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
         out = _with_bases(out, spec, hidden, next_sequence)
     # Primary-key tables: bucket keys are key columns, and a null key fails the write.
     out = with_bucket(out, list(spec.bucket_keys), fields, spec.num_buckets, BUCKET, not_null=keyed)
-    carried = [*sqltext.columns(names), *hidden, BUCKET]
+    carried = [*sqltext.columns(names), *sqltext.columns(kind_only), *hidden, BUCKET]
     if hidden:  # by (partition, bucket): as many pairs as the data has
         owner, distribute = [], (lambda frame: frame.repartition(*hidden, BUCKET))
     else:  # buckets spread evenly over the write's tasks, each in one (bucket.task_keys)

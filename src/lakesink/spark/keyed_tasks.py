@@ -132,9 +132,10 @@ class KeyedTaskWriter:
         else:
             order = pa.array(np.arange(self._order, self._order + data.num_rows, dtype=np.int64))
             self._order += data.num_rows
+        # Kinds before conform: rowkind.field may name a column the table does not store.
+        kinds = self._kinds(data) if keyed.has_primary_key else None
         data = conform(data, self.schema).append_column(_ORDER, order)
         if keyed.has_primary_key:
-            kinds = self._kinds(data)
             data = data.append_column(_KIND, kinds)
             if keyed.rowkind_field:
                 retract = pc.is_in(kinds, pa.array(RETRACT_KINDS, pa.int8()))

@@ -47,16 +47,20 @@ def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions, pl
             )
         check_keyed_table(table, options.primary_keys)
         check_options_match(table, options)
-        layout = plan_layout(table, _keys_not_null(schema, table.primary_keys), options)
         spec = KeyedSpec.of_table(table)
         rowkind = options.table_options.get("rowkind.field")
+        columns = [f.name for f in table.table_schema.fields]
         if rowkind and spec.rowkind_field is None:
             # Only writers read rowkind.field (how their input marks each row's kind), so a write
             # may name it for a table that stores none, as Paimon's dynamic options do: used for
             # this write, not stored. (It was silently ignored before: -D rows became upserts.)
+            # A column the table does not have is read as the row kind and never stored.
+            if rowkind not in columns and rowkind in schema.names:
+                schema = pa.schema([f for f in schema if f.name != rowkind])
+                columns = [*columns, rowkind]
             spec = KeyedSpec.resolve(table.primary_keys, table.partition_keys,
-                                     {**table.table_schema.options, "rowkind.field": rowkind},
-                                     [f.name for f in table.table_schema.fields])
+                                     {**table.table_schema.options, "rowkind.field": rowkind}, columns)
+        layout = plan_layout(table, _keys_not_null(schema, table.primary_keys), options)
         target = PaimonTarget(path, fs_options=fs_options)
         latest = table.snapshot_manager().get_latest_snapshot()
         # Sequence numbers continue above what this snapshot holds: a commit landing in

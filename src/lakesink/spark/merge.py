@@ -1,0 +1,245 @@
+"""`lakesink.merge`: MERGE of a source DataFrame into a table, with Delta's semantics.
+
+Plan (one statement, one snapshot; spark.rowlevel has the per-table-kind commit):
+
+    source ─ persisted and counted first: every job below sees the same rows
+    target ─ read at the statement's base snapshot, each row with its identity
+             (append: file name and row index; keyed: the primary key)
+    join on the ON condition (inner / left / right / full, as the clauses need)
+    action = index of the first clause whose condition holds, per joined row:
+             matched rows try the when_matched clauses, target-only rows the
+             when_not_matched_by_source ones, source-only rows the inserts
+    check  = no target row has two joined rows with an action on a matched clause
+             (Delta's error), unless the only matched clause is an unconditional delete
+    keyed  → the actioned rows as +U / -D / +I rows (nothing rewritten)
+    append → the files holding actioned target rows are rewritten: their rows without
+             an action as they were, updated rows changed, deleted rows left out; plus
+             the inserted rows; one OVERWRITE snapshot swaps the files
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ConfigurationError, MultipleMatchError
+from ..protocol import CommitReport
+from .rowlevel import (FILE, KIND, ROW, SOURCE_SEEN, TARGET_SEEN, analysed, already_committed, cast_to,
+                       check_assignment, check_columns, commit_keyed, commit_rewrite, open_statement, read_target,
+                       true_of)
+from .sqltext import ident, string
+
+_ACTION = "lakesink_action"
+_WHAT = "lakesink.merge"
+
+
+@dataclass(frozen=True)
+class _Clause:
+    when: str            # matched | not_matched | not_matched_by_source
+    action: str          # update | delete | insert
+    condition: str | None
+    assignments: dict | None  # None: every column (update_all / insert_all)
+
+
+class Merge:
+    """A MERGE being built: add clauses, then `execute()` (see `lakesink.merge`)."""
+
+    def __init__(self, spark, table: str, source, on: str, *, source_alias: str = "s", target_alias: str = "t",
+                 commit_user: str | None = None, commit_identifier: int | None = None):
+        if not on or not str(on).strip():
+            raise ConfigurationError(f"{_WHAT}: `on` is empty; give the join condition, e.g. 't.id = s.id'.")
+        if source_alias == target_alias:
+            raise ConfigurationError(f"{_WHAT}: source_alias and target_alias are both {source_alias!r}.")
+        self._spark, self._table, self._source, self._on = spark, table, source, str(on)
+        self._s, self._t = source_alias, target_alias
+        self._user, self._identifier = commit_user, commit_identifier
+        self._clauses: list[_Clause] = []
+
+    # -- clauses (in order; the first whose condition holds wins) ------------
+    def when_matched_update(self, set: dict, condition: str | None = None) -> Merge:
+        return self._add("matched", "update", condition, _assignments(set, "set"))
+
+    def when_matched_update_all(self, condition: str | None = None) -> Merge:
+        return self._add("matched", "update", condition, None)
+
+    def when_matched_delete(self, condition: str | None = None) -> Merge:
+        return self._add("matched", "delete", condition, {})
+
+    def when_not_matched_insert(self, values: dict, condition: str | None = None) -> Merge:
+        return self._add("not_matched", "insert", condition, _assignments(values, "values"))
+
+    def when_not_matched_insert_all(self, condition: str | None = None) -> Merge:
+        return self._add("not_matched", "insert", condition, None)
+
+    def when_not_matched_by_source_update(self, set: dict, condition: str | None = None) -> Merge:
+        return self._add("not_matched_by_source", "update", condition, _assignments(set, "set"))
+
+    def when_not_matched_by_source_delete(self, condition: str | None = None) -> Merge:
+        return self._add("not_matched_by_source", "delete", condition, {})
+
+    def _add(self, when, action, condition, assignments) -> Merge:
+        self._clauses.append(_Clause(when, action, None if condition is None else str(condition), assignments))
+        return self
+
+    # -- running it ---------------------------------------------------------
+    def execute(self) -> CommitReport:
+        """Commit the MERGE as one snapshot; the report counts rows inserted, updated, deleted."""
+        if not self._clauses:
+            raise ConfigurationError(f"{_WHAT}: no clause; add when_matched_update(...), "
+                                     "when_not_matched_insert_all(), ... before execute(). Nothing was changed.")
+        stmt = open_statement(self._spark, self._table, self._user, self._identifier, _WHAT)
+        clauses = [self._resolved(c, stmt) for c in self._clauses]
+        replay = already_committed(stmt)
+        if replay is not None:
+            return replay
+        source = analysed(f"{_WHAT} source",
+                          lambda: self._source.selectExpr("*", f"true AS {SOURCE_SEEN}")).persist()
+        try:
+            source.count()  # materialised once: a non-deterministic source is read one time
+            plan = _Plan(self, stmt, clauses, source)
+            if stmt.keyed:
+                return commit_keyed(stmt, plan.keyed_changes)
+            return plan.rewrite()
+        finally:
+            source.unpersist()
+
+    def _resolved(self, clause: _Clause, stmt) -> _Clause:
+        """Assignments of `*_all` clauses spelled out; column names checked."""
+        assignments = clause.assignments
+        if clause.action == "delete":
+            return clause
+        if assignments is None:
+            columns = stmt.columns
+            if clause.action == "update" and stmt.keyed:  # a key stays: it decides where the row lives
+                columns = [c for c in columns if c not in stmt.key_columns]
+            assignments = {c: f"{self._s}.{ident(c)}" for c in columns}
+        check_columns(stmt, assignments, keyed_refusal=clause.action == "update")
+        return _Clause(clause.when, clause.action, clause.condition, assignments)
+
+
+class _Plan:
+    """The joined rows of one MERGE, each with the index of the clause acting on it."""
+
+    def __init__(self, merge: Merge, stmt, clauses: list[_Clause], source):
+        self.m, self.stmt, self.clauses, self.source = merge, stmt, clauses, source
+
+    def joined(self, target):
+        s, t = self.m._s, self.m._t
+        target = target.selectExpr("*", f"true AS {TARGET_SEEN}")
+        inserts = any(c.when == "not_matched" for c in self.clauses)
+        by_source = any(c.when == "not_matched_by_source" for c in self.clauses)
+        how = {(True, True): "full_outer", (True, False): "left_outer",
+               (False, True): "right_outer", (False, False): "inner"}[(inserts, by_source)]
+        from pyspark.sql import functions as F
+        seen_s, seen_t = f"{s}.{SOURCE_SEEN} IS NOT NULL", f"{t}.{TARGET_SEEN} IS NOT NULL"
+
+        def cases(when):
+            arms = [f"WHEN {true_of(c.condition)} THEN {i}" for i, c in enumerate(self.clauses) if c.when == when]
+            return f"CASE {' '.join(arms)} END" if arms else "CAST(NULL AS INT)"
+
+        action = (f"CASE WHEN {seen_s} AND {seen_t} THEN {cases('matched')} "
+                  f"WHEN {seen_t} THEN {cases('not_matched_by_source')} "
+                  f"ELSE {cases('not_matched')} END")
+        return analysed(f"{_WHAT} on / conditions", lambda: self.source.alias(s).join(
+            target.alias(t), F.expr(self.m._on), how).selectExpr("*", f"{action} AS {_ACTION}"))
+
+    def _indices(self, *kinds) -> list[int]:
+        return [i for i, c in enumerate(self.clauses) if (c.when, c.action) in kinds or c.action in kinds]
+
+    def _in(self, indices) -> str:
+        return f"{_ACTION} IN ({', '.join(str(i) for i in indices) or 'NULL'})"
+
+    def values(self, joined, action: str, otherwise) -> list[str]:
+        """Each table column of a row the clauses `action` act on: CASE over those clauses."""
+        types = {f.name: f.dataType for f in read_target_schema(self.stmt)}
+        out = []
+        for column in self.stmt.columns:
+            arms = []
+            for i, c in enumerate(self.clauses):
+                if c.action != action or column not in c.assignments:
+                    continue
+                expression = c.assignments[column]
+                checked = analysed(f"{_WHAT} {c.when} {c.action}", lambda e=expression: joined.selectExpr(e))
+                check_assignment(column, expression, checked.schema.fields[0].dataType, types[column])
+                arms.append(f"WHEN {i} THEN {cast_to('(' + expression + ')', types[column])}")
+            fallback = otherwise(column, types[column])
+            out.append(f"CASE {_ACTION} {' '.join(arms)} ELSE {fallback} END AS {ident(column)}" if arms
+                       else f"{fallback} AS {ident(column)}")
+        return out
+
+    def check_single_match(self, joined) -> None:
+        """Delta's rule: a target row matched by several source rows that a matched clause acts on
+        is an error, unless the only matched clause is an unconditional delete."""
+        matched = [c for c in self.clauses if c.when == "matched"]
+        if len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None:
+            return
+        s, t = self.m._s, self.m._t
+        both = f"{s}.{SOURCE_SEEN} IS NOT NULL AND {t}.{TARGET_SEEN} IS NOT NULL"
+        from pyspark.sql import functions as F
+        found = (joined.where(f"{_ACTION} IS NOT NULL AND {both}").groupBy(F.col(f"{t}.{ROW}")).count()
+                 .where("count > 1").limit(1).collect())
+        if found:
+            raise MultipleMatchError(
+                f"{_WHAT}: Cannot perform Merge as multiple source rows matched and attempted to modify the "
+                f"same target row in {self.stmt.path} ({found[0][1]} source rows matched one target row). "
+                "Deduplicate the source or refine the ON condition. Nothing was changed.", table=self.stmt.path)
+
+    def counts(self, rows) -> dict:
+        """{inserted, updated, deleted} from (action, distinct target rows, joined rows) rows."""
+        counts = {"inserted": 0, "updated": 0, "deleted": 0}
+        for row in rows:
+            clause = self.clauses[row[_ACTION]]
+            name = {"insert": "inserted", "update": "updated", "delete": "deleted"}[clause.action]
+            counts[name] += row["joined"] if clause.action == "insert" else row["targets"]
+        return counts
+
+    # -- primary-key tables ---------------------------------------------------
+    def keyed_changes(self, target):
+        joined = self.joined(target)
+        self.check_single_match(joined)
+        t = self.m._t
+        targeted = self._indices("update", "delete")
+        deletes = self._indices("delete")
+        kind = f"CASE WHEN {self._in(deletes)} THEN '-D' ELSE '+U' END"
+        changed = joined.where(self._in(targeted)).selectExpr(
+            *self.values(joined, "update", lambda c, _: f"{t}.{ident(c)}"), f"{kind} AS {KIND}",
+            f"{t}.{ROW} AS {ROW}").dropDuplicates([ROW]).drop(ROW)  # the delete-only case: one -D a row
+        inserted = joined.where(self._in(self._indices("insert"))).selectExpr(
+            *self.values(joined, "insert", lambda c, typ: f"CAST(NULL AS {typ.simpleString()})"), f"'+I' AS {KIND}")
+        return changed.unionByName(inserted)
+
+    # -- append tables: copy-on-write -----------------------------------------
+    def rewrite(self) -> CommitReport:
+        from pyspark.sql import functions as F
+
+        stmt, t = self.stmt, self.m._t
+        target = read_target(stmt)
+        joined = self.joined(target)
+        self.check_single_match(joined)
+        targeted = self._indices("update", "delete")
+        rows = (joined.where(f"{_ACTION} IS NOT NULL")
+                .groupBy(F.col(f"{t}.{FILE}").alias(FILE), F.col(_ACTION).alias(_ACTION))
+                .agg(F.count_distinct(F.col(f"{t}.{ROW}")).alias("targets"), F.count(F.lit(1)).alias("joined"))
+                .collect())
+        counts = self.counts(rows)
+        touched = sorted({r[FILE] for r in rows if r[_ACTION] in targeted and r[FILE] is not None})
+        columns = [ident(c) for c in stmt.columns]
+        changed = joined.where(self._in(self._indices("update"))).selectExpr(
+            *self.values(joined, "update", lambda c, _: f"{t}.{ident(c)}"))
+        inserted = joined.where(self._in(self._indices("insert"))).selectExpr(
+            *self.values(joined, "insert", lambda c, typ: f"CAST(NULL AS {typ.simpleString()})"))
+        acted = joined.where(self._in(targeted)).select(F.col(f"{t}.{ROW}").alias(ROW)).distinct()
+        in_touched = target.where(f"{FILE} IN ({', '.join(string(n) for n in touched) or 'NULL'})")
+        kept = in_touched.join(acted, ROW, "left_anti").select(*columns)
+        return commit_rewrite(stmt, kept.unionByName(changed).unionByName(inserted), touched, counts)
+
+
+def read_target_schema(stmt):
+    from .reader import spark_schema
+    return spark_schema(stmt.table).fields
+
+
+def _assignments(mapping, name: str) -> dict:
+    if not mapping:
+        raise ConfigurationError(f"{_WHAT}: `{name}` is empty; give {{'column': 'SQL expression'}} or use the "
+                                 "*_all clause.")
+    return {str(k): str(v) for k, v in dict(mapping).items()}

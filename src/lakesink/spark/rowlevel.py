@@ -1,0 +1,402 @@
+"""Row-level changes: `lakesink.delete`, `lakesink.update` (and the plumbing `spark.merge` shares).
+
+Conditions and expressions are Spark SQL text, evaluated by Spark. One statement is
+one snapshot, tagged with the commit identity when one is given (a replay of an
+identity that landed changes nothing). The plan depends on the table kind:
+
+* primary-key tables with fixed buckets (merge-engine deduplicate): the change is
+  rows with a row kind (`+U` updates, `+I` inserts, `-D` deletes) written through
+  the keyed write path (spark.keyed): no file is rewritten. The target is read at
+  the snapshot the write's sequence numbers are planned on, so a commit by another
+  writer in the same buckets since then is a conflict, never a lost update.
+* unaware-bucket append tables: copy-on-write. Files are pruned by partition and
+  min/max statistics, the ones holding affected rows are found by a Spark job,
+  only those are rewritten, and one OVERWRITE snapshot swaps them
+  (paimon.rowlevel_target), guarded by Paimon's file-deletion conflict check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import filters
+from ..errors import ConfigurationError, LakesinkError, SchemaMismatchError, UnsupportedTableError
+from .. import options as registry
+from ..options import WriteOptions
+from ..protocol import CommitReport
+from .sqltext import ident, string
+
+PATH_NAME = "lakesink row-level change"
+KIND = "lakesink_rowkind"  # the row kind column of a keyed change (read as the kind, never stored)
+FILE = "lakesink_file"      # append tables: the data file a target row comes from
+ROW = "lakesink_row"        # a target row's identity: (file, row index) or the primary key
+TARGET_SEEN = "lakesink_in_target"
+SOURCE_SEEN = "lakesink_in_source"
+
+
+@dataclass
+class Statement:
+    """One row-level statement against one table: where it is, what kind, its identity."""
+
+    spark: object
+    path: str
+    fs_options: dict
+    table: object
+    keyed: bool
+    commit_user: str | None
+    identifier: int | None
+    snapshot: object = None  # the snapshot the statement reads (set when planned)
+    candidates: dict = field(default_factory=dict)  # append tables: file name -> (partition, bucket, meta)
+
+    @property
+    def columns(self) -> list[str]:
+        return [f.name for f in self.table.table_schema.fields]
+
+    @property
+    def key_columns(self) -> set[str]:
+        """Columns an update must not change: primary key and partition columns."""
+        return set(self.table.primary_keys or ()) | set(self.table.partition_keys or ())
+
+
+def open_statement(spark, name: str, commit_user, commit_identifier, what: str) -> Statement:
+    """Resolve the table as every entry point does and check that `what` can change it."""
+    from ..paimon.table import tables
+    from .catalog import resolve_for
+
+    if (commit_user is None) != (commit_identifier is None):
+        raise ConfigurationError(f"{what}: commit_user and commit_identifier go together (a stable user and an "
+                                 "increasing number, e.g. a stream's batch id), or neither. Nothing was changed.")
+    resolved = resolve_for(spark, name, "read")
+    fs_options = registry.storage_options(resolved.with_fs_options(None) or {})
+    table = tables.open_table(resolved.path, fs_options or None)
+    if table is None:
+        raise ConfigurationError(f"{what}: no Paimon table at {resolved.path}. Nothing was changed.",
+                                 table=resolved.path)
+    keyed = bool(table.primary_keys)
+    buckets = int(table.total_buckets or -1)
+    options = dict(table.table_schema.options)
+    if keyed:
+        if buckets < 1:
+            raise UnsupportedTableError(
+                f"{what}: {resolved.path} is a primary-key table with bucket={buckets} (dynamic or postpone "
+                "buckets), which lakesink does not write yet; row-level changes need a fixed bucket count. "
+                "Nothing was changed.", table=resolved.path)
+        engine = str(options.get("merge-engine", "deduplicate")).strip().lower()
+        if engine != "deduplicate":
+            raise UnsupportedTableError(
+                f"{what}: {resolved.path} has merge-engine={engine}; row-level changes of primary-key tables "
+                "need merge-engine=deduplicate (an update or delete must replace the key's row, which other "
+                "engines merge instead). Nothing was changed.", table=resolved.path, option="merge-engine")
+        from ..paimon.keyed.layout import _IGNORE_DELETE_KEYS
+        if any(str(options.get(k, "")).strip().lower() == "true" for k in _IGNORE_DELETE_KEYS):
+            raise UnsupportedTableError(
+                f"{what}: {resolved.path} has ignore-delete=true: its deletes would be dropped. Nothing was "
+                "changed.", table=resolved.path, option="ignore-delete")
+    elif buckets > 0:
+        raise UnsupportedTableError(
+            f"{what}: {resolved.path} is a fixed-bucket append table (bucket={buckets}); lakesink's row-level "
+            "changes cover primary-key tables and unaware-bucket append tables (bucket=-1). Nothing was changed.",
+            table=resolved.path)
+    return Statement(spark, resolved.path, fs_options, table, keyed, commit_user, commit_identifier)
+
+
+# ---------------------------------------------------------------- reading the target
+
+def read_target(stmt: Statement, condition: str | None = None, snapshot_id: int | None = None):
+    """The target's rows at `snapshot_id` (default: latest) as a DataFrame, with `ROW` (and, for
+    append tables, `FILE`); append tables: only the files `condition`'s simple conjuncts may
+    match (the candidates), which `stmt.candidates` lists by file name."""
+    from pyspark.sql import functions as F
+
+    from ..paimon.read import scan
+    from .reader import spark_schema
+
+    table = stmt.table
+    manager = table.snapshot_manager()
+    snapshot = manager.get_snapshot_by_id(snapshot_id) if snapshot_id else manager.get_latest_snapshot()
+    stmt.snapshot = snapshot
+    schema = spark_schema(table)
+    conjuncts = filters.parse_sql(condition) if condition else []
+    planned = scan.plan_snapshot(table, snapshot, scan.to_predicate(table, conjuncts))
+    if stmt.keyed:
+        if snapshot is None:
+            df = stmt.spark.createDataFrame([], schema)
+        else:
+            from .read import read
+            df = read(stmt.spark, stmt.path, snapshot=snapshot.id, options=stmt.fs_options or None)
+        keys = [ident(k) for k in table.primary_keys]
+        return df.selectExpr("*", f"struct({', '.join(keys)}) AS {ROW}")
+    blockers = scan.fast_path_blockers(table, planned)
+    if blockers:
+        raise UnsupportedTableError(
+            f"{PATH_NAME}: the files of {stmt.path} cannot be rewritten by Spark's Parquet reader and writer "
+            f"({'; '.join(blockers)}). Nothing was changed.", table=stmt.path)
+    stmt.candidates = {}
+    for split in planned.splits:
+        for f in split.files:
+            stmt.candidates[f.file_name] = (tuple(split.partition.values), split.bucket, f)
+    if not stmt.candidates:
+        df = stmt.spark.createDataFrame([], schema)
+        return df.selectExpr("*", f"CAST(NULL AS STRING) AS {FILE}", f"CAST(NULL AS STRING) AS {ROW}")
+    df = stmt.spark.read.schema(schema).parquet(*planned.file_paths())
+    return df.select("*", F.col("_metadata.file_name").alias(FILE),
+                     F.concat_ws("#", F.col("_metadata.file_name"),
+                                 F.col("_metadata.row_index").cast("string")).alias(ROW))
+
+
+# ---------------------------------------------------------------- checking SQL text
+
+def analysed(what: str, build):
+    """`build()` (which plans a DataFrame from the user's SQL text), its Spark analysis errors
+    as a ConfigurationError naming them (nothing is written before every text is checked)."""
+    try:
+        return build()
+    except LakesinkError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - AnalysisException, ParseException (pyspark.errors)
+        if type(exc).__module__.startswith(("pyspark", "py4j")):
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigurationError(f"{what}: {first} Nothing was changed.") from None
+        raise
+
+
+def check_assignment(column: str, expression: str, source_type, target_type) -> None:
+    """Refuse an assignment whose value cannot be stored in the column (Spark's ANSI store
+    assignment: numbers into numbers, dates into timestamps, equal types otherwise)."""
+    from pyspark.sql import types as T
+
+    if source_type == target_type or isinstance(source_type, T.NullType):
+        return
+    numeric = (T.NumericType,)
+    if isinstance(source_type, numeric) and isinstance(target_type, numeric):
+        return
+    times = (T.DateType, T.TimestampType, T.TimestampNTZType)
+    if isinstance(source_type, times) and isinstance(target_type, times):
+        return
+    if isinstance(source_type, T.StringType) and isinstance(target_type, T.StringType):
+        return
+    raise SchemaMismatchError(
+        f"{PATH_NAME}: {expression!r} is {source_type.simpleString()}, which column {column!r} "
+        f"({target_type.simpleString()}) cannot hold. Cast it in the expression. Nothing was changed.")
+
+
+def check_columns(stmt: Statement, assignments: dict, keyed_refusal: bool = True) -> None:
+    """Assigned columns exist; a keyed table's key and partition columns are not updated (an
+    append table's rows are rewritten whole: a new partition value moves the row)."""
+    unknown = [c for c in assignments if c not in stmt.columns]
+    if unknown:
+        raise ConfigurationError(f"{PATH_NAME}: column(s) {unknown} are not in {stmt.path} (columns: "
+                                 f"{stmt.columns}). Nothing was changed.", table=stmt.path)
+    if keyed_refusal:
+        fixed = sorted(set(assignments) & stmt.key_columns)
+        if fixed and stmt.keyed:
+            raise ConfigurationError(
+                f"{PATH_NAME}: cannot update primary-key or partition column(s) {fixed} of {stmt.path}: a "
+                "row's key decides where it lives. Delete the row and insert the new one. Nothing was changed.",
+                table=stmt.path)
+
+
+def cast_to(expression: str, spark_type) -> str:
+    return f"CAST({expression} AS {spark_type.simpleString()})"
+
+
+def true_of(condition: str | None) -> str:
+    """A condition as SQL that is true, never null (null counts as not matching, as in SQL)."""
+    return "true" if condition is None else f"coalesce(({condition}), false)"
+
+
+# ---------------------------------------------------------------- committing
+
+def identity_options(stmt: Statement) -> dict:
+    out = dict(stmt.fs_options)
+    if stmt.commit_user is not None:
+        out["commit.user"] = stmt.commit_user
+        out["commit.identifier"] = stmt.identifier
+    return out
+
+
+def report_properties(counts: dict) -> dict[str, str]:
+    return {f"lakesink.rows-{k}": str(counts.get(k, 0)) for k in ("inserted", "updated", "deleted")}
+
+
+def finish(report: CommitReport, counts: dict) -> CommitReport:
+    report.rows_inserted = counts.get("inserted", 0)
+    report.rows_updated = counts.get("updated", 0)
+    report.rows_deleted = counts.get("deleted", 0)
+    return report
+
+
+def commit_keyed(stmt: Statement, build_changes) -> CommitReport:
+    """Plan the keyed write, read the target at its base snapshot, write `build_changes(target)`
+    (table columns + `KIND`) as key-value files, commit one snapshot."""
+    from ..paimon.write.keyed_plan import prepare_keyed_target
+    from ..paimon.write.batch import BatchWrite
+    from .arrow import spark_to_arrow
+    from .keyed import translate_error
+    from .keyed_write import write_keyed_files
+    from .output import check_spark_can_write
+    from .reader import spark_schema
+    from pyspark.sql import types as T
+
+    check_spark_can_write(stmt.spark, stmt.path, PATH_NAME)
+    schema = T.StructType([*spark_schema(stmt.table).fields, T.StructField(KIND, T.StringType())])
+    arrow_schema = spark_to_arrow(schema)
+    opts = WriteOptions.parse({**identity_options(stmt), "rowkind.field": KIND})
+    target, layout, spec, next_sequence = prepare_keyed_target(stmt.path, arrow_schema, opts)
+    job = BatchWrite.plan(stmt.path, arrow_schema, opts, "append", PATH_NAME, None,
+                          prepare=lambda *_: (target, layout))
+    if job.already_committed():
+        return CommitReport(job.commit_user, job.identifier, skipped_replay=True)
+    base = target.bucket_check_from or None  # the snapshot the sequence numbers continue from
+    changes = build_changes(read_target(stmt, snapshot_id=base))
+    changes = changes.select(*[ident(c) for c in stmt.columns], KIND).persist()
+    files = []
+    try:
+        counts = count_kinds(changes)
+        if not any(counts.values()):
+            job.remove_staging()
+            return finish(CommitReport(job.commit_user, job.identifier), counts)
+        files = write_keyed_files(changes, job.target, layout, spec, next_sequence, job.staging_dir,
+                                  job.compression)
+    except BaseException as exc:
+        job.abort(files)
+        translated = translate_error(exc)
+        if translated is not None:
+            raise translated from None
+        raise failed_in_spark(exc) from exc
+    finally:
+        changes.unpersist()
+    return finish(job.commit(files, report_properties(counts)), counts)
+
+
+def count_kinds(changes) -> dict:
+    names = {"+I": "inserted", "+U": "updated", "-D": "deleted"}
+    counts = {"inserted": 0, "updated": 0, "deleted": 0}
+    for row in changes.groupBy(KIND).count().collect():
+        counts[names[row[0]]] += row[1]
+    return counts
+
+
+def commit_rewrite(stmt: Statement, rewritten, touched: list[str], counts: dict) -> CommitReport:
+    """Append tables: write `rewritten` (the new contents of the `touched` files, and inserted rows)
+    and commit one snapshot removing the touched files."""
+    from ..paimon.files.datafiles import StagedFile, TableLayout
+    from ..paimon.commit.rowlevel_target import RowLevelTarget
+    from ..paimon.write.batch import BatchWrite
+    from .arrow import spark_to_arrow
+    from .fastpath import write_staged
+    from .output import check_spark_can_write, list_parquet_files
+    from .reader import spark_schema
+
+    check_spark_can_write(stmt.spark, stmt.path, PATH_NAME)
+    removed = [StagedFile(*stmt.candidates[name], None) for name in touched]
+    target = RowLevelTarget(stmt.path, removed, fs_options=stmt.fs_options or None)
+    opts = WriteOptions.parse(identity_options(stmt))
+    target.maintenance = opts.maintenance
+    layout = TableLayout.of(stmt.table)
+    job = BatchWrite.plan(stmt.path, spark_to_arrow(spark_schema(stmt.table)), opts, "append", PATH_NAME, None,
+                          prepare=lambda *_: (target, layout))
+    job.aggregate = False  # the statement's snapshot is its whole effect
+    if job.already_committed():
+        return CommitReport(job.commit_user, job.identifier, skipped_replay=True)
+    if not touched and not counts.get("inserted"):
+        job.remove_staging()
+        return finish(CommitReport(job.commit_user, job.identifier), counts)
+    files = []
+    try:
+        write_staged(rewritten, job)
+        files = job.describe_staged(list_parquet_files(job.staging_dir, job.target.fs_options))
+    except BaseException as exc:
+        job.abort(files)
+        raise failed_in_spark(exc) from exc
+    return finish(job.commit(files, report_properties(counts)), counts)
+
+
+def already_committed(stmt: Statement) -> CommitReport | None:
+    """A replayed statement (its identity landed): the report to return before any Spark work."""
+    if stmt.commit_user is None:
+        return None
+    from ..paimon.commit.target import PaimonTarget
+    from ..protocol import Committer
+    target = PaimonTarget(stmt.path, fs_options=stmt.fs_options or None)
+    if Committer(target, stmt.commit_user).skips_as_replay(stmt.identifier, stmt.path):
+        return CommitReport(stmt.commit_user, stmt.identifier, skipped_replay=True)
+    return None
+
+
+def failed_in_spark(exc: BaseException) -> BaseException:
+    """A Spark job of the statement failed (a cast overflow, a bad value): a LakesinkError."""
+    if isinstance(exc, LakesinkError) or not type(exc).__module__.startswith(("pyspark", "py4j")):
+        return exc
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return ConfigurationError(f"{PATH_NAME} failed in Spark: {lines[0] if lines else type(exc).__name__} "
+                              "Nothing was changed.")
+
+
+# ---------------------------------------------------------------- delete / update
+
+def delete(spark, name: str, where: str | None = None, *, commit_user: str | None = None,
+           commit_identifier: int | None = None) -> CommitReport:
+    stmt = open_statement(spark, name, commit_user, commit_identifier, "lakesink.delete")
+    replay = already_committed(stmt)
+    if replay is not None:
+        return replay
+    condition = true_of(where)
+    if stmt.keyed:
+        def changes(target):
+            return analysed("lakesink.delete where", lambda: target.where(condition).selectExpr(
+                "*", f"'-D' AS {KIND}"))
+        analysed("lakesink.delete where", lambda: read_target(stmt).where(condition).schema)
+        return commit_keyed(stmt, changes)
+    target = read_target(stmt, where)
+    matched = analysed("lakesink.delete where", lambda: target.where(condition))
+    per_file = {r[0]: r[1] for r in matched.groupBy(FILE).count().collect()}
+    counts = {"deleted": sum(per_file.values())}
+    touched = sorted(per_file)
+    kept = target.where(f"{FILE} IN ({', '.join(string(t) for t in touched) or 'NULL'})").where(f"NOT {condition}")
+    return commit_rewrite(stmt, kept.select(*[ident(c) for c in stmt.columns]), touched, counts)
+
+
+def update(spark, name: str, set: dict, where: str | None = None, *, commit_user: str | None = None,
+           commit_identifier: int | None = None) -> CommitReport:
+    if not set:
+        raise ConfigurationError("lakesink.update: `set` names no column ({'column': 'SQL expression'}). "
+                                 "Nothing was changed.")
+    stmt = open_statement(spark, name, commit_user, commit_identifier, "lakesink.update")
+    assignments = {str(k): str(v) for k, v in set.items()}
+    check_columns(stmt, assignments)
+    replay = already_committed(stmt)
+    if replay is not None:
+        return replay
+    condition = true_of(where)
+    from .reader import spark_schema
+    types = {f.name: f.dataType for f in spark_schema(stmt.table).fields}
+
+    def new_row(frame):
+        checked = analysed("lakesink.update set", lambda: frame.selectExpr(
+            *[f"({e}) AS {ident(c)}" for c, e in assignments.items()]))
+        for f in checked.schema.fields:
+            check_assignment(f.name, assignments[f.name], f.dataType, types[f.name])
+        return [cast_to(f"({assignments[c]})", types[c]) + f" AS {ident(c)}" if c in assignments
+                else ident(c) for c in stmt.columns]
+
+    if stmt.keyed:
+        def changes(target):
+            matched = analysed("lakesink.update where", lambda: target.where(condition))
+            return matched.selectExpr(*new_row(matched), f"'+U' AS {KIND}")
+        probe = read_target(stmt)
+        analysed("lakesink.update where", lambda: probe.where(condition).schema)
+        new_row(probe)
+        return commit_keyed(stmt, changes)
+    target = read_target(stmt, where)
+    matched = analysed("lakesink.update where", lambda: target.where(condition))
+    new_row(target)  # checks the assignments before any job runs
+    per_file = {r[0]: r[1] for r in matched.groupBy(FILE).count().collect()}
+    counts = {"updated": sum(per_file.values())}
+    touched = sorted(per_file)
+    in_touched = target.where(f"{FILE} IN ({', '.join(string(t) for t in touched) or 'NULL'})")
+    # Every row of a touched file: the matching ones changed, the others as they were.
+    rewritten = in_touched.selectExpr(*[
+        f"CASE WHEN {condition} THEN {cast_to('(' + assignments[c] + ')', types[c])} ELSE {ident(c)} END "
+        f"AS {ident(c)}" if c in assignments else ident(c) for c in stmt.columns])
+    return commit_rewrite(stmt, rewritten, touched, counts)

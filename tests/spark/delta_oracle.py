@@ -1,0 +1,83 @@
+"""delta-rs as an oracle for row-level changes: the same statement on the same rows, run by
+`deltalake` in a Python of its own (it needs a newer pyarrow than pypaimon allows), the rows
+exchanged as Parquet files.
+
+`LAKESINK_DELTA_PYTHON` names that Python (default /work/venv-delta/bin/python); tests skip,
+saying why, where it is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+PYTHON = os.environ.get("LAKESINK_DELTA_PYTHON", "/work/venv-delta/bin/python")
+
+_SCRIPT = r'''
+import json, sys
+import pyarrow.parquet as pq
+from deltalake import DeltaTable, write_deltalake
+
+spec = json.load(open(sys.argv[1]))
+write_deltalake(spec["table"], pq.read_table(spec["target"]))
+dt = DeltaTable(spec["table"])
+op = spec["op"]
+if op == "delete":
+    metrics = dt.delete(spec["where"])
+elif op == "update":
+    metrics = dt.update(updates=spec["set"], predicate=spec["where"])
+else:
+    m = dt.merge(source=pq.read_table(spec["source"]), predicate=spec["on"], source_alias="s", target_alias="t")
+    for kind, condition, values in spec["clauses"]:
+        if kind == "matched_update":
+            m = m.when_matched_update(updates=values, predicate=condition)
+        elif kind == "matched_update_all":
+            m = m.when_matched_update_all(predicate=condition)
+        elif kind == "matched_delete":
+            m = m.when_matched_delete(predicate=condition)
+        elif kind == "insert":
+            m = m.when_not_matched_insert(updates=values, predicate=condition)
+        elif kind == "insert_all":
+            m = m.when_not_matched_insert_all(predicate=condition)
+        elif kind == "by_source_update":
+            m = m.when_not_matched_by_source_update(updates=values, predicate=condition)
+        elif kind == "by_source_delete":
+            m = m.when_not_matched_by_source_delete(predicate=condition)
+    metrics = m.execute()
+pq.write_table(DeltaTable(spec["table"]).to_pyarrow_table(), spec["out"])
+json.dump(metrics, open(spec["metrics"], "w"), default=str)
+'''
+
+
+def available() -> bool:
+    return os.path.exists(PYTHON)
+
+
+def require() -> None:
+    if not available():
+        pytest.skip(f"delta-rs oracle not installed: {PYTHON} is missing (python3 -m venv /work/venv-delta && "
+                    "/work/venv-delta/bin/pip install deltalake pyarrow; or set LAKESINK_DELTA_PYTHON)")
+
+
+def run(tmp_path, op: str, target: pa.Table, source: pa.Table | None = None, **spec) -> tuple[pa.Table, dict]:
+    """The table after `op` (delete / update / merge) as delta-rs runs it, and its metrics."""
+    require()
+    work = tmp_path / "delta-oracle"
+    work.mkdir(exist_ok=True)
+    pq.write_table(target, work / "target.parquet")
+    if source is not None:
+        pq.write_table(source, work / "source.parquet")
+    spec.update(op=op, table=str(work / "table"), target=str(work / "target.parquet"),
+                source=str(work / "source.parquet"), out=str(work / "out.parquet"),
+                metrics=str(work / "metrics.json"))
+    (work / "spec.json").write_text(json.dumps(spec))
+    (work / "run.py").write_text(_SCRIPT)
+    done = subprocess.run([PYTHON, str(work / "run.py"), str(work / "spec.json")], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return pq.read_table(work / "out.parquet"), json.loads((work / "metrics.json").read_text())
