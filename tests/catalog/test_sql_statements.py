@@ -118,3 +118,23 @@ def test_statements_lakesink_sql_cannot_run_are_refused_by_name_and_change_nothi
     assert cat.list_tables("shop") == ["k"]
     assert cat.open("shop.k").snapshot_manager().get_latest_snapshot().id == snapshot
     assert rows(cat, "shop.k", "id") == [(0,), (1,), (2,)]
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "append"])
+def test_merge_update_and_delete_statements_run_as_the_row_level_calls(spark, cat, keyed):
+    props = "TBLPROPERTIES ('primary-key' = 'id', 'bucket' = '2')" if keyed else ""
+    sql(spark, f"CREATE TABLE shop.o (id BIGINT, amount BIGINT, status STRING) {props}")
+    sql(spark, "INSERT INTO shop.o VALUES (1, 10, 'new'), (2, 20, 'new'), (3, 30, 'test'), (4, 40, 'new')")
+    spark.createDataFrame([(2, 21, "U"), (4, 0, "D"), (5, 50, "I")], "id long, amount long, op string") \
+        .createOrReplaceTempView("changes")
+    counts = sql(spark, "MERGE INTO shop.o t USING changes s ON t.id = s.id "
+                        "WHEN MATCHED AND s.op = 'D' THEN DELETE "
+                        "WHEN MATCHED THEN UPDATE SET t.amount = s.amount, status = 'changed' "
+                        "WHEN NOT MATCHED THEN INSERT (id, amount, status) VALUES (s.id, s.amount, 'new')").collect()
+    assert [tuple(r) for r in counts] == [(3, 1, 1, 1)]
+    assert rows(cat, "shop.o", "id", "amount", "status") == [
+        (1, 10, "new"), (2, 21, "changed"), (3, 30, "test"), (5, 50, "new")]
+    assert [tuple(r) for r in sql(spark, "UPDATE shop.o SET amount = amount * 2 WHERE status = 'new'").collect()] \
+        == [(2,)]
+    assert [tuple(r) for r in sql(spark, "DELETE FROM shop.o o WHERE o.status = 'test'").collect()] == [(1,)]
+    assert rows(cat, "shop.o", "id", "amount", "status") == [(1, 20, "new"), (2, 21, "changed"), (5, 100, "new")]
