@@ -1,4 +1,4 @@
-"""Run lakesink's benchmarks: `./dev bench [write|stream|read|commit|aggregate|keyed|keyed-stream|lsm|s3|scale|jdbc|all] [--quick]`.
+"""Run lakesink's benchmarks: `./dev bench [write|stream|read|commit|aggregate|keyed|keyed-stream|lsm|s3|scale|jdbc|merge|all] [--quick]`.
 
 Every figure is a ratio measured side by side in the same run (medians of
 interleaved repeats), because these machines are noisy.
@@ -25,10 +25,12 @@ SUITES = {
     "keyed-stream": ("bench.bench_keyed_stream", {"seconds": 20, "rounds": 4}, {"seconds": 20, "rounds": 1}),
     "s3": ("bench.bench_s3", {"rows": 5_000_000, "repeats": 3}, {"rows": 200_000, "repeats": 1}),
     "scale": ("bench.bench_scale", {}, {"task_counts": (1, 4), "files_per_task": 100, "partitions": (10, 1_000)}),
+    "merge": ("bench.bench_merge", {"rows": 10_000_000, "changes": 1_000_000, "repeats": 3},
+              {"rows": 200_000, "changes": 20_000, "repeats": 1}),
     "jdbc": ("bench.bench_jdbc", {"rows": 1_000_000, "repeats": 3, "batches": 40},
              {"rows": 100_000, "repeats": 1, "batches": 6}),
 }
-NEEDS_SPARK = {"write", "stream", "read", "keyed", "keyed-stream", "lsm", "s3", "jdbc"}
+NEEDS_SPARK = {"write", "stream", "read", "keyed", "keyed-stream", "lsm", "s3", "jdbc", "merge"}
 
 
 def main(argv=None) -> int:
