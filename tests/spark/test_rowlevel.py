@@ -267,7 +267,7 @@ def test_updating_a_primary_key_or_partition_column_of_a_keyed_table_is_refused(
 
 def test_tables_lakesink_cannot_change_row_by_row_are_refused_by_kind(spark, warehouse):
     dynamic = str(warehouse / "dynamic")
-    from lakesink.paimon import tables
+    from lakesink.paimon.table import tables
     tables.create_table(dynamic, pa.schema([pa.field("id", pa.int64(), nullable=False), ("amount", pa.float64())]),
                         [], ["id"], {})
     with pytest.raises(UnsupportedTableError, match="dynamic or postpone"):
@@ -283,7 +283,7 @@ def test_tables_lakesink_cannot_change_row_by_row_are_refused_by_kind(spark, war
 
 
 def test_a_rewrite_whose_files_another_writer_removed_conflicts_and_an_append_racing_in_is_kept(spark, table_path):
-    from lakesink.paimon import tables
+    from lakesink.paimon.table import tables
     from lakesink.paimon.compaction.target import live_files
     from lakesink.paimon.commit.rowlevel_target import RowLevelTarget
     from lakesink.protocol import Committer
