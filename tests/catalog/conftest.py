@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.jdbc.conftest import POSTGRES_URL, postgres_reason
+from tests.requirements import unavailable
 
 KINDS = ["filesystem", "sqlite", "postgres"]
 
@@ -30,7 +31,7 @@ def catalog_options(kind: str, tmp_path) -> dict:
         return {"metastore": "jdbc", "uri": f"jdbc:sqlite:{warehouse}/catalog.db", "warehouse": warehouse}
     reason = postgres_reason()
     if reason:
-        pytest.skip(reason)
+        unavailable(reason)
     url = urlparse(POSTGRES_URL)
     options = {"metastore": "jdbc", "uri": f"jdbc:postgresql://{url.hostname}:{url.port or 5432}{url.path}",
                "warehouse": warehouse, "catalog-key": f"test-{uuid.uuid4().hex[:12]}"}

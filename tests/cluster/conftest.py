@@ -16,6 +16,7 @@ import os
 
 import pytest
 
+from tests.requirements import unavailable
 from tests.s3server import S3Server
 
 from .cluster import Cluster, ClusterError, java_reason
@@ -49,7 +50,7 @@ def cluster(tmp_path_factory):
     """The cluster, with the tier's driver already starting on it (see `driver`)."""
     reason = java_reason()
     if reason:
-        pytest.skip(reason)
+        unavailable(reason)
     try:
         started = _start(tmp_path_factory)
     except ClusterError as exc:
