@@ -2,7 +2,8 @@
 
 PostgreSQL: LAKESINK_TEST_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/test). Each
 test gets a `catalog-key` of its own in Paimon's catalog tables, and its rows are deleted
-afterwards. Without a server the PostgreSQL cases are skipped with the reason shown (pytest -rs).
+afterwards. Without a server the PostgreSQL cases are skipped with the reason shown (pytest -rs);
+with CI=true they fail.
 """
 
 from __future__ import annotations

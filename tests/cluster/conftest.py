@@ -5,7 +5,7 @@ time), and they stop after its last test. The cluster is a master and two
 workers from the pip package (`tests/cluster/cluster.py`); the S3 server is
 `tests/s3server.py`'s moto on loopback; the driver (`tests/cluster/driver.py`)
 runs each test's Spark work, and the tests check the tables themselves with
-pypaimon. Without Java the tier is skipped with the reason (pytest -rs).
+pypaimon. Without Java the tier is skipped with the reason (pytest -rs); with CI=true it fails.
 
     .venv/bin/python -m pytest tests/cluster
 """

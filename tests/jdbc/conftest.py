@@ -2,7 +2,8 @@
 
 PostgreSQL: LAKESINK_TEST_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/test). Each
 test gets schemas of its own (target and staging), dropped afterwards. Without a server the
-PostgreSQL cases are skipped with the reason shown (pytest -rs), never passed.
+PostgreSQL cases are skipped with the reason shown (pytest -rs), never passed; with CI=true
+they fail (tests/requirements.py).
 """
 
 from __future__ import annotations
