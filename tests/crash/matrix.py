@@ -9,7 +9,7 @@ Every other combination (both commit modes for every chain, the deduplicate chan
 streams, the aggregator under Spark, random kills) runs with `./dev soak`.
 
     point            fast (default run)                      native (default run)
-    tasks-done       append sync chain                       append sync chain, in place
+    tasks-done       append sync chain                       append sync chain
     schema-written   schema evolution case                   schema evolution case
     files-placed     append sync chain                       append sync chain
     before-snapshot  append sync chain                       append sync chain
