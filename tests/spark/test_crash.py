@@ -36,8 +36,7 @@ CHAINS = {**APPEND_CHAINS, **APPEND_SOAK_CHAINS}
 
 
 def crash_options(mode: str, point: str) -> dict:
-    """How a chain reaches `point`: during-abort needs a batch to abort, after-snapshot is
-    followed by another writer's snapshots (the replay check must look past them)."""
+    """How a chain reaches `point`: during-abort needs a batch to abort."""
     if not point.startswith("during-abort"):
         return {}
     if mode == "native":
@@ -75,6 +74,21 @@ def test_a_driver_killed_at_each_commit_point_still_writes_every_row_exactly_onc
     assert tally.kills == len(points)
     assert tally.exactly_once, tally.problems
     assert not tally.problems
+
+
+# Soak (tests/crash/matrix.py, KNOWN_GAPS): fails today, the restart refusing the pending state.
+@pytest.mark.soak
+def test_a_fast_path_driver_killed_discarding_a_failed_commit_restarts_exactly_once(tmp_path):
+    """The fast path's commit raises (injected before the snapshot), so it discards the batch's
+    files; the driver dies halfway through. The batch was never acknowledged to Spark, which
+    replays it: the restart must catch up with every row once and no file left behind."""
+    case = Case(tmp_path, "fast", "sync")
+    make_source(case.source, files=3, rows_per_file=ROWS_PER_FILE)
+    case.crash("during-abort@1", **crash_options("fast", "during-abort@1"))
+    assert_nothing_twice(case, 0)
+    case.finish()
+    tally = case.check()
+    assert tally.exactly_once and not tally.problems, tally.problems
 
 
 # Both paths restore through the same committer; the native path's case (~80 s) runs in the soak.
