@@ -2,7 +2,8 @@
 
 PostgreSQL: LAKESINK_TEST_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/test). Each
 test gets a `catalog-key` of its own in Paimon's catalog tables, and its rows are deleted
-afterwards. Without a server the PostgreSQL cases are skipped with the reason shown (pytest -rs).
+afterwards. Without a server the PostgreSQL cases are skipped with the reason shown (pytest -rs);
+with CI=true they fail.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.jdbc.conftest import POSTGRES_URL, postgres_reason
+from tests.requirements import unavailable
 
 KINDS = ["filesystem", "sqlite", "postgres"]
 
@@ -30,7 +32,7 @@ def catalog_options(kind: str, tmp_path) -> dict:
         return {"metastore": "jdbc", "uri": f"jdbc:sqlite:{warehouse}/catalog.db", "warehouse": warehouse}
     reason = postgres_reason()
     if reason:
-        pytest.skip(reason)
+        unavailable(reason)
     url = urlparse(POSTGRES_URL)
     options = {"metastore": "jdbc", "uri": f"jdbc:postgresql://{url.hostname}:{url.port or 5432}{url.path}",
                "warehouse": warehouse, "catalog-key": f"test-{uuid.uuid4().hex[:12]}"}

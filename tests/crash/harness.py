@@ -6,9 +6,11 @@ process group of its own and either lets `protocol.crashpoints` SIGKILL the grou
 at a named point of the commit protocol (`crash_at="after-snapshot@2"`) or kills
 the group itself after a delay (`kill_after=seconds`, counted from the moment the
 driver's Spark session is up). `Case.finish` restarts the driver on the same
-checkpoint until it exits 0. `Case.check` then reads the table with pypaimon
-directly and counts duplicates, lost rows, rows that are not in the source,
-batches committed twice, and data files no snapshot references.
+checkpoint once: it must catch up and exit 0 (a failed restart fails the case).
+`Case.check` then reads the table with pypaimon as released, in a process of its
+own that never imports lakesink (`tests.unpatched`), and counts duplicates, lost
+rows, rows that are not in the source, batches committed twice, and data files no
+snapshot references.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tests.helpers import leftover_files, pypaimon_append, read_table, snapshots
+from tests.unpatched import read_unpatched
 
 from .driver import CDC_SCHEMA, READY, SOURCE_SCHEMA
 
@@ -133,6 +136,39 @@ def make_cdc_source(directory: Path, files: int = 4, keys: int = 60, seed: int =
     ids = sorted(state)
     return pa.table({"id": pa.array(ids, pa.int64()), "name": [state[i] for i in ids],
                      "grp": pa.array([i % 3 for i in ids], pa.int32())}, schema=SOURCE_SCHEMA)
+
+
+# A keyed aggregation table summing `score` (with `--cdc --extra-column score`): the key is (id, grp).
+SUM_OPTIONS = {"merge-engine": "aggregation", "fields.score.aggregate-function": "sum"}
+
+
+def make_sum_source(directory: Path, files: int = 4, keys: int = 40, seed: int = 11) -> list[dict]:
+    """Inserts into a summing table: file k adds a whole-numbered score to about half the
+    keys (every key in file 0). Returns {id: sum of score} after each prefix of the files
+    (none, first, ...): a batch applied twice or lost leaves sums no prefix has."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    first_mtime = time.time() - files - 60
+    sums: dict[int, float] = {}
+    prefixes = [dict(sums)]
+    for k in range(files):
+        ids = sorted(range(keys)) if k == 0 else sorted(rng.sample(range(keys), keys // 2))
+        scores = [float(1 + (7 * k + i) % 13) for i in ids]
+        rows = pa.table({"id": pa.array(ids, pa.int64()), "name": [f"v{k}-{i}" for i in ids],
+                         "grp": pa.array([i % 3 for i in ids], pa.int32()), "op": ["+I"] * len(ids),
+                         "score": pa.array(scores, pa.float64())},
+                        schema=CDC_SCHEMA.append(pa.field("score", pa.float64())))
+        path = directory / f"part-{k:05d}.parquet"
+        pq.write_table(rows, path)
+        os.utime(path, (first_mtime + k, first_mtime + k))
+        for i, score in zip(ids, scores):
+            sums[i] = sums.get(i, 0.0) + score
+        prefixes.append(dict(sums))
+    return prefixes
+
+
+def sums_of(rows: pa.Table) -> dict:
+    return {r["id"]: r["score"] for r in rows.select(["id", "score"]).to_pylist()}
 
 
 def cdc_prefix_states(directory: Path) -> list[dict]:
@@ -244,6 +280,10 @@ class Case:
         result = RunResult(child.returncode, killed_by_us or child.returncode == -signal.SIGKILL,
                            time.monotonic() - started, log)
         self.runs.append(result)
+        if kill_after is not None and not result.killed and result.returncode != 0:
+            # Meant to die by our timer only: a run that failed on its own fails the case.
+            raise HarnessError(f"driver run {number} failed before its kill (exit {result.returncode}); "
+                               f"log {log}:\n{result.tail()}")
         if result.killed:
             self.tally.kills += 1
         if len(self.runs) > 1:
@@ -271,14 +311,14 @@ class Case:
                                f"log {result.log}:\n{result.tail()}")
         return result
 
-    def finish(self, max_runs: int = 3, **kwargs) -> RunResult:
-        """Restart the driver (no crash) until it exits 0."""
-        for _ in range(max_runs):
-            result = self.run(**kwargs)
-            if result.returncode == 0:
-                return result
-        raise HarnessError(f"driver did not catch up in {max_runs} runs; last log {result.log}:\n"
-                           f"{result.tail()}")
+    def finish(self, **kwargs) -> RunResult:
+        """One restart (no crash) that must catch up and exit 0: a failed restart fails the case,
+        never retried into a pass."""
+        result = self.run(**kwargs)
+        if result.returncode != 0:
+            raise HarnessError(f"the restart exited {result.returncode} instead of catching up; "
+                               f"log {result.log}:\n{result.tail()}")
+        return result
 
     def commit_user(self) -> str | None:
         import json
@@ -292,7 +332,7 @@ class Case:
         never landed, or a resurrected row) is `foreign`; a key whose row differs (an
         update lost, or applied out of order) is a problem."""
         tally = self.tally
-        actual = read_table(self.table) if Path(self.table, "snapshot").exists() else SOURCE_SCHEMA.empty_table()
+        actual = read_unpatched(self.table) if Path(self.table, "snapshot").exists() else SOURCE_SCHEMA.empty_table()
         have = {r["id"]: (r["name"], r["grp"]) for r in actual.select(SOURCE_SCHEMA.names).to_pylist()}
         want = {r["id"]: (r["name"], r["grp"]) for r in expected.to_pylist()}
         tally.rows_checked += len(want)
@@ -305,6 +345,24 @@ class Case:
                                   f"{[(k, have[k], want[k]) for k in stale[:3]]}")
         self._check_batches_and_files(tally)
         if not tally.exactly_once or stale:
+            tally.problems.append(f"{self.workdir}: {tally.summary()}")
+        return tally
+
+    def check_sums(self, expected: dict) -> Tally:
+        """The summing table holds `expected` ({id: sum}) key for key: each batch counted once."""
+        tally = self.tally
+        actual = read_unpatched(self.table) if Path(self.table, "snapshot").exists() else None
+        have = sums_of(actual) if actual is not None else {}
+        tally.rows_checked += len(expected)
+        tally.duplicates += (actual.num_rows - len(have)) if actual is not None else 0
+        tally.lost += sum(1 for k in expected if k not in have)
+        tally.foreign += sum(1 for k in have if k not in expected)
+        wrong = sorted(k for k in expected if k in have and have[k] != expected[k])
+        if wrong:
+            tally.problems.append(f"{self.workdir}: {len(wrong)} keys hold a wrong sum (a batch lost or counted "
+                                  f"twice), e.g. {[(k, have[k], expected[k]) for k in wrong[:3]]}")
+        self._check_batches_and_files(tally)
+        if not tally.exactly_once or wrong:
             tally.problems.append(f"{self.workdir}: {tally.summary()}")
         return tally
 
@@ -322,7 +380,7 @@ class Case:
         """Every source row exactly once (rows with id < 0 belong to other writers), no leftovers."""
         expected = source_rows(self.source) if expected is None else expected
         tally = self.tally
-        actual = read_table(self.table) if Path(self.table, "snapshot").exists() else SOURCE_SCHEMA.empty_table()
+        actual = read_unpatched(self.table) if Path(self.table, "snapshot").exists() else SOURCE_SCHEMA.empty_table()
         ids = actual.column("id").to_pylist()
         ours = Counter(i for i in ids if i >= 0)
         others = sum(1 for i in ids if i < 0)

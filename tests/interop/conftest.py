@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.requirements import unavailable
+
 from .oracle import JavaPaimon, RustPaimon, Unavailable
 
 
@@ -12,7 +14,7 @@ def java_paimon():
     try:
         return JavaPaimon()
     except Unavailable as exc:
-        pytest.skip(f"Java Paimon reader unavailable: {exc}")
+        unavailable(f"Java Paimon reader unavailable: {exc}")
 
 
 @pytest.fixture(scope="session")
@@ -20,4 +22,4 @@ def rust_paimon():
     try:
         return RustPaimon()
     except Unavailable as exc:
-        pytest.skip(f"paimon-rust reader unavailable: {exc}")
+        unavailable(f"paimon-rust reader unavailable: {exc}")

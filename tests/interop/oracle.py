@@ -4,7 +4,8 @@ Java: PaimonOracle.java, compiled once (cached by the hash of its source and of
 the Paimon jar) against the Paimon 1.0 bundle shipped in the `paimon-python-ali`
 0.1.1 wheel, fetched once from the package index into a cache directory
 (`LAKESINK_INTEROP_CACHE`, default ~/.cache/lakesink-interop). Missing javac or
-an unreachable index skip the Java tests with the reason; nothing passes silently.
+an unreachable index skip the Java tests with the reason (with CI=true: fail them);
+nothing passes silently.
 """
 
 from __future__ import annotations

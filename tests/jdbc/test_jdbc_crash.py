@@ -96,14 +96,18 @@ def test_a_task_attempt_that_failed_after_staging_is_retried_and_counted_once(tm
     check_exactly_once(db, expected)
 
 
-@pytest.mark.parametrize("point", [pytest.param("before-snapshot", marks=pytest.mark.soak), "after-snapshot"])
+# The default run: PostgreSQL after filling; the rest with ./dev soak (the same commit code).
+@pytest.mark.parametrize("db,point", [
+    pytest.param("postgres", "after-snapshot", id="postgres-after-snapshot"),
+    pytest.param("sqlite", "after-snapshot", id="sqlite-after-snapshot", marks=pytest.mark.soak),
+    pytest.param("sqlite", "before-snapshot", id="sqlite-before-snapshot", marks=pytest.mark.soak),
+    pytest.param("postgres", "before-snapshot", id="postgres-before-snapshot", marks=pytest.mark.soak),
+], indirect=["db"])
 def test_a_driver_killed_mid_ctas_leaves_no_table_and_clean_staging_removes_its_hidden_table(tmp_path, db, point):
     """CREATE TABLE AS killed while filling its hidden table (before-snapshot) or after filling
     it, before the rename (after-snapshot): no target table; clean_staging drops what is left;
     the re-run creates the table with every row once."""
     import lakesink
-    if db.dialect == "sqlite" and point == "after-snapshot":
-        pytest.skip("SQLite runs with ./dev soak (same commit code; keeps the suite short)")
     expected = make_source(tmp_path / "source")
     code = run_driver(tmp_path, db, "ctas", 1, {"LAKESINK_CRASH_AT": f"{point}@1",
                                                 "LAKESINK_CRASH_COUNTER": str(tmp_path / "counter")})

@@ -16,8 +16,10 @@ from tests.crash.harness import Case, cdc_prefix_states, keyed_state, make_cdc_s
 pytestmark = [pytest.mark.spark, pytest.mark.crash]
 
 
-# CI kills at the point only pipelining has (a batch accepted, its commit not yet run); the soak
-# also kills right after a background commit's snapshot (each driver run costs ~1 min).
+# Soak: a deduplicate table hides a batch applied twice; the default run kills a pipelined
+# summing keyed table at accepted (tests/spark/test_crash_keyed.py). The second case also kills
+# right after a background commit's snapshot (each driver run costs ~1 min).
+@pytest.mark.soak
 @pytest.mark.parametrize("points", [
     ["accepted@2"],
     pytest.param(["accepted@2", "after-snapshot@2"], marks=pytest.mark.soak),

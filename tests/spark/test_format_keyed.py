@@ -22,6 +22,7 @@ from lakesink.protocol.coordinator import saved_progress
 from lakesink.protocol.pipelined import COMPACTION, runtime_dir, runtime_name
 from lakesink.protocol.state import StateStore
 from tests.helpers import latest_snapshot_id, leftover_files, pypaimon_append, read_table, snapshots
+from tests.requirements import unavailable
 from tests.spark.test_keyed_write import _check_buckets
 
 pytestmark = pytest.mark.spark
@@ -173,7 +174,7 @@ def java_paimon():
     try:
         return JavaPaimon()
     except Unavailable as exc:
-        pytest.skip(f"Java Paimon reader unavailable: {exc}")
+        unavailable(f"Java Paimon reader unavailable: {exc}")
 
 
 def _compare_with_java(spark, java_paimon, labels, work) -> None:

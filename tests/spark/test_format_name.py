@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import read_table
+from tests.requirements import unavailable
 
 pytestmark = pytest.mark.spark
 
@@ -25,7 +26,7 @@ public class PaimonStandIn implements org.apache.spark.sql.sources.DataSourceReg
 def stand_in_jar(tmp_path_factory):
     javac = shutil.which("javac")
     if javac is None:
-        pytest.skip("no javac on this machine: cannot build the stand-in `paimon` connector jar")
+        unavailable("no javac on this machine: cannot build the stand-in `paimon` connector jar")
     import pyspark
     work = tmp_path_factory.mktemp("standin")
     (work / "src" / "standin").mkdir(parents=True)

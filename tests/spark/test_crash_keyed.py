@@ -1,0 +1,55 @@
+"""The crash harness on keyed tables whose merge shows a batch applied twice: kill, restart, sum.
+
+A primary-key table (key id, grp; two buckets) with `merge-engine=aggregation` summing
+`score`, fed inserts one source file per micro-batch. A deduplicate table would hide a batch
+committed twice (the second copy replaces the first); here it doubles that batch's scores,
+and a lost batch leaves them short. After every kill the table's sums must be those of a
+whole number of micro-batches; after the restart, those of the whole source, key for key,
+with no batch committed twice and no data file outside the snapshots.
+
+Pipelined chains kill where a batch is accepted but not committed (the restarted query plans
+its replay while the committer commits the accepted attempt). Sync chains compact the buckets
+after every micro-batch from the second on (`num-sorted-run.compaction-trigger=1`) and kill
+the checkpoint's compaction service mid-rewrite, between a round's rewrite and its COMPACT
+snapshot, and after that snapshot before the service saved its state. Which chains run by
+default: tests/crash/matrix.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.crash.harness import SUM_OPTIONS, Case, make_sum_source, sums_of
+from tests.crash.matrix import KEYED_SUM_CHAINS, KEYED_SUM_SOAK_CHAINS
+from tests.helpers import read_table, snapshots
+
+pytestmark = [pytest.mark.spark, pytest.mark.crash]
+
+COMPACTING = {"num-sorted-run.compaction-trigger": "1"}
+CASES = ([pytest.param(m, c, KEYED_SUM_CHAINS[(m, c)], id=f"{m}-{c}") for m, c in KEYED_SUM_CHAINS]
+         + [pytest.param(m, c, KEYED_SUM_SOAK_CHAINS[(m, c)], id=f"{m}-{c}-soak", marks=pytest.mark.soak)
+            for m, c in KEYED_SUM_SOAK_CHAINS])
+
+
+@pytest.mark.parametrize("mode, commit, points", CASES)
+def test_a_summing_keyed_table_killed_mid_protocol_counts_every_batch_once(tmp_path, mode, commit, points):
+    compacting = any(p.startswith(("mid-rewrite", "after-aggregate", "after-compact")) for p in points)
+    options = {**SUM_OPTIONS, **(COMPACTING if compacting else {})}
+    case = Case(tmp_path, mode, commit, cdc=True, options=options, extra_column="score")
+    # Compaction points: each restart needs a batch to append and one more to compact after.
+    prefixes = make_sum_source(case.source, files=(2 + 2 * len(points)) if compacting else len(points) + 2)
+    for point in points:
+        case.crash(point)
+        have = sums_of(read_table(case.table)) if Path(case.table, "snapshot").exists() else {}
+        assert have in prefixes, f"after {case.runs[-1].log} the sums are those of no whole number of batches"
+    case.finish()
+    tally = case.check_sums(prefixes[-1])
+    print(f"\nsums {mode}-{commit}: {tally.summary()}; runs: " + ", ".join(f"{r.seconds:.0f}s" for r in case.runs))
+    assert tally.kills == len(points)
+    assert tally.exactly_once and not tally.problems, tally.problems
+    assert tally.rows_checked == len(prefixes[-1]) > 0
+    if compacting:  # the killed rounds were resolved and compaction went on
+        assert "COMPACT" in [s.commit_kind for s in snapshots(case.table)]
+
