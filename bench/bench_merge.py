@@ -6,8 +6,8 @@ interleaved, medians:
 * MERGE ... WHEN MATCHED AND s.op = 'D' THEN DELETE WHEN MATCHED THEN UPDATE SET * WHEN NOT
   MATCHED THEN INSERT *: lakesink on a primary-key table (8 buckets; changes become +U/-D/+I
   rows) and on an append table (copy-on-write of the touched files); delta-rs's `merge` on a
-  Delta table holding the same rows (its own process: `LAKESINK_DELTA_PYTHON`, default
-  /work/venv-delta/bin/python, with `deltalake` installed);
+  Delta table holding the same rows (its own process: `LAKESINK_DELTA_PYTHON`, which `./dev`
+  points at `.venv-delta`, set up with `deltalake`);
 * DELETE of 1% of the rows by a predicate, the same three ways.
 Peak memory: the Spark JVM's peak resident set (VmHWM, over the whole run) and delta-rs's
 process's peak (ru_maxrss).
@@ -25,7 +25,7 @@ import time
 
 import lakesink
 
-DELTA_PYTHON = os.environ.get("LAKESINK_DELTA_PYTHON", "/work/venv-delta/bin/python")
+DELTA_PYTHON = os.environ.get("LAKESINK_DELTA_PYTHON", ".venv-delta/bin/python")
 
 _DELTA = r'''
 import json, resource, sys, time

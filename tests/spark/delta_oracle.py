@@ -2,8 +2,8 @@
 `deltalake` in a Python of its own (it needs a newer pyarrow than pypaimon allows), the rows
 exchanged as Parquet files.
 
-`LAKESINK_DELTA_PYTHON` names that Python (default /work/venv-delta/bin/python); tests skip,
-saying why, where it is missing.
+`LAKESINK_DELTA_PYTHON` names that Python (`./dev test` sets up `.venv-delta` and points it
+there); where it is missing the comparisons skip saying why (with CI=true: fail).
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-PYTHON = os.environ.get("LAKESINK_DELTA_PYTHON", "/work/venv-delta/bin/python")
+from tests.requirements import unavailable
+
+PYTHON = os.environ.get("LAKESINK_DELTA_PYTHON",
+                        os.path.join(os.path.dirname(__file__), "..", "..", ".venv-delta", "bin", "python"))
 
 _SCRIPT = r'''
 import json, sys
@@ -60,8 +63,8 @@ def available() -> bool:
 
 def require() -> None:
     if not available():
-        pytest.skip(f"delta-rs oracle not installed: {PYTHON} is missing (python3 -m venv /work/venv-delta && "
-                    "/work/venv-delta/bin/pip install deltalake pyarrow; or set LAKESINK_DELTA_PYTHON)")
+        unavailable(f"delta-rs oracle not installed: {PYTHON} is missing (./dev test installs it into "
+                    ".venv-delta; or set LAKESINK_DELTA_PYTHON to a Python with deltalake)")
 
 
 def run(tmp_path, op: str, target: pa.Table, source: pa.Table | None = None, **spec) -> tuple[pa.Table, dict]:
