@@ -16,7 +16,7 @@ streams, the aggregator under Spark, random kills) runs with `./dev soak`.
     before-snapshot  append sync chain                       append sync chain
     after-snapshot   append sync chain                       append sync chain, A -> B chain
     accepted         keyed sums, pipelined                   keyed sums, pipelined
-    during-abort     soak only: KNOWN_GAPS                   append sync chain (a failed batch), in place
+    during-abort     append sync chain (a commit that raises)  append sync chain (a failed batch), in place
     mid-rewrite      keyed sums, compaction chain            keyed sums, compaction chain
     after-aggregate  keyed sums, compaction chain            keyed sums, compaction chain
     after-compact    keyed sums, compaction chain            keyed sums, compaction chain
@@ -28,19 +28,13 @@ from __future__ import annotations
 APPEND_CHAINS = {
     ("native", "sync"): ["files-placed@2", "before-snapshot@2", "after-snapshot@2", "tasks-done@2",
                          "during-abort@1"],
-    ("fast", "sync"): ["files-placed@2", "before-snapshot@2", "after-snapshot@2", "tasks-done@2"],
+    ("fast", "sync"): ["files-placed@2", "before-snapshot@2", "after-snapshot@2", "tasks-done@2",
+                       "during-abort@1"],
 }
-# Steps the default run cannot kill on a path yet, each with the soak case that does and why
-# it is not in the default run. The fast path aborts files only when a commit raises (a failed
-# write leaves none: its staging directory goes whole), so its case makes the commit raise
-# (`fail_at`) and kills the discard. Killed there today, the restart refuses the batch's pending
-# state (RestoreError: "1 of its data files no longer exist"), though the batch was never
-# acknowledged and Spark replays it: a protocol defect, found by this case, not yet fixed.
-KNOWN_GAPS = {
-    ("fast", "during-abort"): ("tests/spark/test_crash.py",
-                               "test_a_fast_path_driver_killed_discarding_a_failed_commit_restarts_exactly_once",
-                               "the restart refuses the pending state (RestoreError): not fixed yet"),
-}
+# Steps the default run cannot kill on a path yet, each as (path, point): (file, soak test, why).
+# The fast path aborts files only when a commit raises (a failed write leaves none: its staging
+# directory goes whole), so its chain makes the commit raise (`fail_at`) and kills the discard.
+KNOWN_GAPS: dict[tuple[str, str], tuple[str, str, str]] = {}
 APPEND_SOAK_CHAINS = {
     # Pipelined: Spark may record every remaining batch before the service reaches a point,
     # so the service's point comes last (the next run then has only pending batches).

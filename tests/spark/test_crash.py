@@ -76,7 +76,7 @@ def test_a_driver_killed_at_each_commit_point_still_writes_every_row_exactly_onc
     assert not tally.problems
 
 
-# Soak (tests/crash/matrix.py, KNOWN_GAPS): fails today, the restart refusing the pending state.
+# The same kill alone (the default run kills it in the fast append chain).
 @pytest.mark.soak
 def test_a_fast_path_driver_killed_discarding_a_failed_commit_restarts_exactly_once(tmp_path):
     """The fast path's commit raises (injected before the snapshot), so it discards the batch's

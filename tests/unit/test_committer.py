@@ -184,13 +184,26 @@ def test_restore_never_commits_a_pending_checkpoint_twice(target, pending):
 
 def test_restore_fails_naming_the_missing_files_and_commits_nothing(target, pending):
     committer = Committer(target, USER, pending)
-    committer.accept(1, target.stage("a", "gone"))
+    committer.accept(1, target.stage("a", "gone"), acknowledged=True)  # the engine will not replay it
     target.disk.discard("staging/gone")
     with pytest.raises(RestoreError, match="staging/gone") as info:
         Committer(target, USER, pending).restore()
     assert "1 of its data files" in str(info.value)
     assert target.snapshots == []
     assert pending_ids(pending) == [1]
+
+
+def test_an_unacknowledged_checkpoint_half_discarded_by_a_failed_commit_is_dropped_for_the_replay(target, pending):
+    """A sync checkpoint whose commit failed dies while discarding its files: the engine never
+    recorded it and runs it again, so the restart drops what is left instead of refusing."""
+    Committer(target, USER, pending).accept(1, target.stage("a", "gone"))
+    target.disk.discard("staging/gone")
+    assert Committer(target, USER, pending).restore() == []
+    assert target.snapshots == []
+    assert pending_ids(pending) == []
+    assert "staging/a" not in target.disk
+    Committer(target, USER, pending).commit(1, target.stage("a2"))  # the replay
+    assert len(target.snapshots) == 1
 
 
 def test_restore_refuses_pending_state_of_another_commit_user(target, pending):

@@ -161,6 +161,16 @@ class Committer(Generic[C]):
                 self.pending.remove(record.identifier)
                 continue
             missing = self.target.missing_files(committables)
+            if missing and not record.acknowledged:
+                # Never acknowledged: the engine runs this checkpoint again. Files are missing
+                # only when its failed commit was discarding them as the process died; the
+                # rest of them go too, and the replay writes the checkpoint anew.
+                log.warning("pending commit %s of %s: %d of its files were already discarded (a failed "
+                            "commit interrupted); the rest discarded, the engine replays it",
+                            record.identifier, self.commit_user, len(missing))
+                self.target.discard(committables)
+                self.pending.remove(record.identifier)
+                continue
             if missing:
                 shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
                 raise RestoreError(
