@@ -167,9 +167,9 @@ def test_a_pipeline_killed_while_committing_and_run_again_writes_every_source_ro
     finally:
         kill_group(run1)
     assert run1.returncode == -signal.SIGKILL
-    every_row = Counter(tuple(r.values()) for i in range(first_files) for r in source_rows(i))
     after_kill = Counter(rows_of(orders))
-    assert sum(after_kill.values()) < sum(every_row.values()), "the kill came after the whole source was written"
+    source_size = sum(len(source_rows(i)) for i in range(first_files))
+    assert sum(after_kill.values()) < source_size, "the kill came after the whole source was written"
     assert max(after_kill.values()) == 1, "a row committed twice before the kill"
 
     # More source rows, then run 2 on the same storage: resumes from the flows' checkpoints.
