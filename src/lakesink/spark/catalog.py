@@ -36,10 +36,14 @@ def set_catalog(spark, options: Mapping[str, object]) -> None:
     config = CatalogConfig.parse(options) if options else None
     if config is not None:
         open_catalog(config)
-    for key in catalog_options(spark):
-        spark.conf.unset(CONF_PREFIX + key)
-    for key, value in (config.items if config is not None else ()):
+    new = dict(config.items) if config is not None else {}
+    # Set before unsetting: where setting is refused (a Spark Declarative Pipeline's definition
+    # files may not call spark.conf.set), the session keeps the catalog it had.
+    for key, value in new.items():
         spark.conf.set(CONF_PREFIX + key, value)
+    for key in catalog_options(spark):
+        if key not in new:
+            spark.conf.unset(CONF_PREFIX + key)
 
 
 def resolve_for(spark, text: str, purpose: str = "read") -> ResolvedTable:

@@ -87,7 +87,10 @@ NO_TABLE = (
     "writeStream.toTable or a catalog table (CREATE TABLE ... USING paimon): write "
     "df.write.format('paimon').save('shop.orders') or lakesink.write(df, 'shop.orders'), stream with "
     ".start('shop.orders') or lakesink.stream(...), and run SQL with lakesink.sql(spark, ...) "
-    "(docs/catalogs.md) or over CREATE TEMPORARY VIEW v USING paimon OPTIONS (path '...').")
+    "(docs/catalogs.md) or over CREATE TEMPORARY VIEW v USING paimon OPTIONS (path '...'). In a Spark "
+    "Declarative Pipeline (a streaming table or materialized view in format 'paimon'), write through "
+    "dp.create_sink(name, format='paimon', options={'path': ...}) and @dp.append_flow(target=name) "
+    "(docs/pipelines.md).")
 
 
 class PaimonDataSource(DataSource):
