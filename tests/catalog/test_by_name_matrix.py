@@ -21,6 +21,8 @@ from lakesink.cli import cli
 from tests.catalog.conftest import catalog_options, forget_postgres_catalog
 from tests.staged import commit, new_target, stage
 
+pytestmark = pytest.mark.full  # every entry point by name in every catalog kind: ./dev full
+
 BUCKET = "lakesink-by-name"
 CELLS = [(kind, where) for where in ("local", "s3") for kind in ("filesystem", "sqlite", "postgres")]
 

@@ -28,6 +28,8 @@ from tests.catalog.conftest import forget_postgres_catalog, write_rows, s3_catal
 from tests.s3server import s3_bucket
 from tests.staged import read_back
 
+pytestmark = pytest.mark.full  # the catalog CTAS matrix on S3 (the local one runs by default): ./dev full
+
 BUCKET = "lakesink-catalog"
 
 

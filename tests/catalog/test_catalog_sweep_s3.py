@@ -27,6 +27,8 @@ from tests.catalog.conftest import forget_postgres_catalog, write_rows, s3_catal
 from tests.s3server import s3_bucket
 from tests.staged import commit, new_target, read_back, stage
 
+pytestmark = pytest.mark.full  # the sweep on S3 (the local one runs by default): ./dev full
+
 BUCKET = "lakesink-sweep"
 
 

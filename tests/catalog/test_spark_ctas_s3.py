@@ -14,7 +14,7 @@ from tests.catalog.conftest import forget_postgres_catalog, session_catalog, s3_
 from tests.s3server import s3_bucket
 from tests.staged import read_back, snapshot_list
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.full]  # Spark CTAS on S3 (the local one runs by default): ./dev full
 BUCKET = "lakesink-spark-ctas"
 
 

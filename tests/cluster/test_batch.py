@@ -16,7 +16,7 @@ from .remote import ScenarioError
 from .scenarios import expected_rows
 from .tables import objects, table_rows
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.full]  # the cluster tier: ./dev full
 
 
 def test_the_fast_path_writes_a_shared_directory_and_refuses_s3_naming_the_way_that_works(

@@ -24,7 +24,7 @@ from tests.staged import snapshot_list
 from .scenarios import expected_rows
 from .tables import data_objects, leftover_files, referenced_files, table_rows
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.full]  # the cluster tier: ./dev full
 
 ROWS = 80
 DELAY_MS = 50  # 40 rows a task: ~2 s per attempt

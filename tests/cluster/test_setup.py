@@ -8,7 +8,7 @@ import pytest
 
 from .cluster import project_python
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.full]  # the cluster tier: ./dev full
 
 
 def test_tasks_run_in_executor_processes_of_their_own_with_the_projects_python_and_no_credentials(

@@ -26,7 +26,7 @@ from .cluster import kill_sessions
 from .stream_driver import SESSION_MARK
 from .tables import leftover_files, listing
 
-pytestmark = [pytest.mark.cluster, pytest.mark.crash]
+pytestmark = [pytest.mark.cluster, pytest.mark.crash, pytest.mark.full]  # the cluster tier: ./dev full
 
 ROWS_PER_FILE = 40
 # What the driver takes from the cluster's environment (Spark's set-up, no credentials).

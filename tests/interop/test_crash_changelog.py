@@ -9,7 +9,7 @@ import pytest
 
 from tests.crash.harness import Case, make_cdc_source
 
-pytestmark = [pytest.mark.interop, pytest.mark.spark, pytest.mark.crash]
+pytestmark = [pytest.mark.interop, pytest.mark.spark, pytest.mark.crash, pytest.mark.full]  # changelog producers under SIGKILL (the protocol points run by default): ./dev full
 
 
 def _apply_strictly(changes: list[dict]) -> dict:

@@ -6,7 +6,7 @@ import pytest
 
 from tests.helpers import leftover_files, read_table, snapshots
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.full]  # Spark Connect (a server of its own): ./dev full
 
 
 def test_spark_connect_writes_on_both_paths_and_reads_through_format_paimon(table_path):

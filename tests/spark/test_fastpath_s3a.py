@@ -28,7 +28,7 @@ from tests.staged import read_back, snapshot_list
 
 from .fastpath_s3_child import APPEND_ROWS, KEYED_ROWS
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.full]  # the fast path through Hadoop's S3A: ./dev full
 
 REPO = Path(__file__).resolve().parents[2]
 BUCKET = "lakesink-s3a"
