@@ -11,10 +11,25 @@ def read_table(path: str, snapshot_id: int | None = None) -> pa.Table:
     from pypaimon.table.file_store_table import FileStoreTable
 
     table = FileStoreTable.from_path(str(path))
+    if _has_old_manifests(table):
+        # Written by an older Paimon (the Java oracle, 1.0): pypaimon 2.1 cannot read its manifests
+        # (no _VALUE_STATS_COLS); lakesink's table reads them through its own FileIO, pypaimon the rest.
+        from lakesink.paimon.table.tables import open_table
+        table = open_table(str(path))
     if snapshot_id is not None:
         table = table.copy({"scan.snapshot-id": str(snapshot_id)})
     builder = table.new_read_builder()
     return builder.new_read().to_arrow(builder.new_scan().plan().splits())
+
+
+def _has_old_manifests(table) -> bool:
+    try:
+        table.new_read_builder().new_scan().plan()
+    except KeyError as exc:
+        if "_VALUE_STATS_COLS" in str(exc):
+            return True
+        raise
+    return False
 
 
 def snapshots(path: str):
