@@ -123,3 +123,13 @@ def write_rows(path: str, ids, fs_options: dict | None = None) -> None:
     commit.commit(write.prepare_commit())
     write.close()
     commit.close()
+
+
+@pytest.fixture(params=["sqlite"])
+def cat(request, spark, tmp_path):
+    """The shared session with a catalog (SQLite unless parametrized) holding database `shop`."""
+    options = catalog_options(request.param, tmp_path)
+    with session_catalog(spark, options) as catalog:
+        catalog.create_database("shop")
+        yield catalog
+    forget_postgres_catalog(options)

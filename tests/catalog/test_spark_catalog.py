@@ -18,15 +18,6 @@ from tests.catalog.conftest import KINDS, catalog_options as options_for, forget
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture(params=["sqlite"])
-def cat(request, spark, tmp_path):
-    options = options_for(request.param, tmp_path)
-    with session_catalog(spark, options) as catalog:
-        catalog.create_database("shop")
-        yield catalog
-    forget_postgres_catalog(options)
-
-
 @pytest.mark.parametrize("cat", KINDS, indirect=True)
 def test_batch_entry_points_by_name(spark, cat, tmp_path):
     df = spark.range(6).selectExpr("id", "cast(id % 2 as string) as dt")

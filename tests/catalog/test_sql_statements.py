@@ -11,19 +11,10 @@ import pytest
 import lakesink
 from lakesink.errors import (ConfigurationError, TableAlreadyExistsError, TableNotFoundError,
                              UnsupportedOptionError, UnsupportedStatementError)
-from tests.catalog.conftest import KINDS, catalog_options as options_for, forget_postgres_catalog, session_catalog
+from tests.catalog.conftest import KINDS
 from tests.helpers import read_table
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture(params=["sqlite"])
-def cat(request, spark, tmp_path):
-    options = options_for(request.param, tmp_path)
-    with session_catalog(spark, options) as catalog:
-        catalog.create_database("shop")
-        yield catalog
-    forget_postgres_catalog(options)
 
 
 def sql(spark, query: str):
