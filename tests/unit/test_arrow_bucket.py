@@ -1,4 +1,4 @@
-"""Paimon's bucket function over Arrow columns (lakesink.spark.arrow_bucket, what the Spark-native
+"""Paimon's bucket function over Arrow columns (lakesink.paimon.files.keyhash, what the Spark-native
 path's tasks route rows with) equals pypaimon's, and Java's layout where pypaimon 2.1 differs.
 
 The same random keys as tests/spark/test_keyed_bucket.py (which checks the JVM version), no Spark.
@@ -12,7 +12,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from lakesink.spark.arrow_bucket import bucket_ids, key_hashes
+from lakesink.paimon.files.keyhash import bucket_ids, key_hashes
 from tests.spark.test_keyed_bucket import (BUCKETS, KINDS, _NO_NULLS, _murmur_bucket, _pypaimon_buckets, _values,
                                           composite_keys)
 

@@ -5,7 +5,7 @@ any buckets. So each task routes, sorts and merges its own rows, as Paimon's wri
 with its write buffer, and writes level-0 key-value files (docs/keyed.md, "format("paimon")"):
 
     Arrow batches ─ null keys and row kinds checked (rowkind.field), ignore-delete applied
-                  ─ bucket = Paimon's bucket function of the bucket key (spark.arrow_bucket)
+                  ─ bucket = Paimon's bucket function of the bucket key (paimon.files.keyhash)
                   ─ buffered up to `write-buffer-size`, then flushed:
                       per (partition, bucket): sort by (key, sequence.field, input order) and
                       merge each key's versions (paimon.keyed.merge_engines.merge: the last version, the first,
@@ -48,7 +48,7 @@ from ..paimon.keyed.layout import (KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENC
 from ..paimon.keyed.lsm_policy import LsmOptions
 from ..paimon.keyed.merge_engines import merge_run
 from .arrow import conform, distinct_values, split_by_partition
-from .arrow_bucket import bucket_ids
+from ..paimon.files.keyhash import bucket_ids
 from .tasks import ROW_GROUP_ROWS, check_job_alive
 
 SEQUENCE_SHIFT = 24          # flushes per task and write: up to 2^24

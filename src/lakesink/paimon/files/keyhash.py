@@ -1,4 +1,4 @@
-"""Paimon's fixed-bucket function over Arrow columns, vectorized with numpy (no row in Python).
+"""Paimon's key hash and fixed-bucket function over Arrow columns, vectorized with numpy (no row in Python).
 
 The same function as `spark.bucket` computes in the JVM, for the Spark-native write path,
 whose tasks get their rows as Arrow batches: `abs(h % n)` (Java's truncating `%`), `h` the
@@ -17,11 +17,63 @@ layout (tests/unit/test_arrow_bucket.py).
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 
-from ..errors import ConfigurationError
-from .bucket import HEADER_BYTES, MAX_KEY_FIELDS, KeyType, key_type
+from ...errors import ConfigurationError
+
+HEADER_BYTES = 8  # row kind byte + null bits for up to 56 fields
+MAX_KEY_FIELDS = 56
+
+
+@dataclass(frozen=True)
+class KeyType:
+    """A bucket-key field's Paimon type, reduced to what its serialization needs."""
+
+    kind: str  # bool, i8, i16, i32, i64, f32, f64, str, bin, dec, ts, date
+    precision: int = 0
+    scale: int = 0
+
+    @property
+    def compact(self) -> bool:
+        if self.kind == "dec":
+            return self.precision <= 18
+        if self.kind == "ts":
+            return self.precision <= 3
+        return True
+
+
+_SIMPLE = {"BOOLEAN": "bool", "TINYINT": "i8", "SMALLINT": "i16", "INT": "i32", "INTEGER": "i32",
+           "BIGINT": "i64", "FLOAT": "f32", "DOUBLE": "f64", "STRING": "str", "BYTES": "bin",
+           "DATE": "date"}
+
+
+def key_type(paimon_type) -> KeyType:
+    """Parse a pypaimon field type; refuse types Paimon or this module cannot bucket by."""
+    text = str(getattr(paimon_type, "type", paimon_type)).upper().replace(" NOT NULL", "").strip()
+    if text in _SIMPLE:
+        return KeyType(_SIMPLE[text])
+    head, _, params = text.partition("(")
+    numbers = [int(n) for n in re.findall(r"\d+", params)]
+    if head in ("CHAR", "VARCHAR"):
+        return KeyType("str")
+    if head in ("BINARY", "VARBINARY"):
+        return KeyType("bin")
+    if head in ("DECIMAL", "NUMERIC"):
+        precision, scale = (numbers + [10, 0])[:2] if numbers else (10, 0)
+        return KeyType("dec", precision, scale)
+    if head in ("TIMESTAMP", "TIMESTAMP_LTZ") or text.startswith("TIMESTAMP"):
+        return KeyType("ts", numbers[0] if numbers else 6)
+    raise ConfigurationError(
+        f"bucket-key type {text} is not supported by lakesink's bucket function (supported: boolean, "
+        "tinyint, smallint, int, bigint, float, double, string/char/varchar, binary/bytes, decimal, "
+        "date, timestamp, timestamp_ltz)."
+    )
+
+
 
 _U32 = np.uint32
 _C1, _C2 = _U32(0xCC9E2D51), _U32(0x1B873593)
