@@ -5,7 +5,9 @@ from .files.datafiles import StagedFile, TableLayout, describe_parquet
 from .commit.target import PaimonTarget, TableSpec
 from .commit import target as _target
 from . import maintenance
+from .keyed import dynamic as _dynamic
 
 _target.maintenance = maintenance  # every commit runs background maintenance, a layer above it, through this
+_target.dynamic_index = _dynamic  # dynamic-bucket commits write their hash index through this
 
 __all__ = ["PaimonTarget", "TableSpec", "StagedFile", "TableLayout", "describe_parquet"]

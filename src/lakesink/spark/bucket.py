@@ -326,6 +326,8 @@ def _with_fixed_bucket(df, key_names, types, ntz_flags, num_buckets: int, name: 
 
     def signed_bucket(h):
         signed = f"CASE WHEN {h} >= {1 << 31} THEN {h} - {1 << 32} ELSE {h} END"
+        if num_buckets is None:  # the hash itself (dynamic buckets)
+            return f"CAST({signed} AS INT)"
         return f"CAST(abs(({signed}) % {num_buckets}) AS INT)"
 
     # (step, copies of the running hash it holds, the word it reads)
@@ -356,6 +358,18 @@ def with_bucket(df, key_names, paimon_fields, num_buckets: int, name: str, not_n
     if 0 < len(key_names) <= MAX_KEY_FIELDS and all(_fixed_words(t) for t in types):
         return _with_fixed_bucket(df, key_names, types, ntz, num_buckets, name, not_null)
     return df.withColumn(name, bucket_column(df, key_names, paimon_fields, num_buckets))
+
+
+def with_key_hash(df, key_names, paimon_fields, name: str, not_null: bool = False):
+    """`df` with an int column `name`: Paimon's `BinaryRow.hashCode()` of each row's `key_names`
+    (a dynamic-bucket table's key hash, as `paimon.files.keyhash.key_hashes` computes it)."""
+    from pyspark.sql.types import TimestampNTZType
+    by_name = {f.name: f for f in paimon_fields}
+    types = [key_type(by_name[k].type) for k in key_names]
+    ntz = [isinstance(df.schema[k].dataType, TimestampNTZType) for k in key_names]
+    if 0 < len(key_names) <= MAX_KEY_FIELDS and all(_fixed_words(t) for t in types):
+        return _with_fixed_bucket(df, key_names, types, ntz, None, name, not_null)
+    return df.withColumn(name, bucket_hash([df[k] for k in key_names], types, ntz))
 
 
 def bucket_column(df, key_names, paimon_fields, num_buckets: int):

@@ -201,7 +201,7 @@ def _plan_keyed_job(path: str, schema, opts: WriteOptions, mode: str):
     `lakesink.write` plans it (spark.keyed_write), sequence numbers read from the latest snapshot."""
     from ..paimon.write.keyed_plan import compacts_automatically, prepare_keyed_target
     from ..paimon.write.batch import BatchWrite
-    from .keyed_tasks import KeyedPlan, KeyedTaskSpec, buffer_bytes, check_keyed_layout
+    from .keyed_tasks import KeyedPlan, KeyedTaskSpec, buffer_bytes, check_keyed_layout, dynamic_plan
 
     target, layout, keyed, next_sequence = prepare_keyed_target(path, schema, opts)
     check_keyed_layout(layout, keyed)
@@ -209,7 +209,9 @@ def _plan_keyed_job(path: str, schema, opts: WriteOptions, mode: str):
     # Buckets whose sorted runs pass the trigger are compacted after the commit (unless
     # write-only), by the same coordinator as on the fast path (on the driver: no Spark there).
     job.aggregate = job.aggregate or compacts_automatically(target, opts)
-    spec = KeyedTaskSpec(job.staging_dir, layout, keyed, KeyedPlan(next_sequence, target.bucket_check_from),
+    spec = KeyedTaskSpec(job.staging_dir, layout, keyed, KeyedPlan(next_sequence, target.bucket_check_from,
+                                                             dynamic=dynamic_plan(target, keyed,
+                                                                                  target.bucket_check_from)),
                          job.compression, buffer_bytes(target, opts), opts.fs_options or None, create_dir=False,
                          paths=_in_place_paths(target, job.in_place))
     return job, spec
@@ -282,12 +284,14 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
         return dict(self.__dict__)
 
     def _plan_batch(self):
-        from .keyed_tasks import KeyedPlan
+        from .keyed_tasks import KeyedPlan, dynamic_plan
         from ..paimon.write.keyed_plan import plan_batch
         accounted = self._accounted()
         pending = self.sink.pending_files()  # before the snapshot: a batch landing meanwhile is in one
         bases = plan_batch(self.sink.target, None, pending)
-        return KeyedPlan(bases, self.sink.target.bucket_check_from, accounted, self.sink.target.uniform_buckets)
+        check_from = self.sink.target.bucket_check_from
+        return KeyedPlan(bases, check_from, accounted, self.sink.target.uniform_buckets,
+                         dynamic=dynamic_plan(self.sink.target, self.sink.keyed, check_from))
 
     def _accounted(self) -> int | None:
         """The highest batch id of this checkpoint committed or pending (None: none)."""

@@ -51,7 +51,7 @@ ERROR_PREFIX = "lakesink keyed write: "
 MAX_OPEN_FILES = 64  # buckets one task may write at once, each file open (larger tables: sorted by bucket)
 
 
-def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
+def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict, dynamic=None):
     """The DataFrame Spark writes, the names of its partitionBy columns, and how many files a
     task keeps open at once (`concurrent_writers`: 0 when rows come sorted by those columns).
 
@@ -79,10 +79,13 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
     out = df.selectExpr(*first)
     if bases and hidden:
         out = _with_bases(out, spec, hidden, next_sequence)
-    # Primary-key tables: bucket keys are key columns, and a null key fails the write.
-    out = with_bucket(out, list(spec.bucket_keys), fields, spec.num_buckets, BUCKET, not_null=keyed)
+    if spec.dynamic is not None:  # bucket=-1: assigned by Spark tasks through the hash index
+        from .dynamic_bucket import with_dynamic_bucket
+        out = with_dynamic_bucket(out, spec, fields, hidden, dynamic, BUCKET)
+    else:  # Primary-key tables: bucket keys are key columns, and a null key fails the write.
+        out = with_bucket(out, list(spec.bucket_keys), fields, spec.num_buckets, BUCKET, not_null=keyed)
     carried = [*sqltext.columns(names), *sqltext.columns(kind_only), *hidden, BUCKET]
-    if hidden:  # by (partition, bucket): as many pairs as the data has
+    if hidden or spec.dynamic is not None:  # by (partition, bucket): as many pairs as the data has
         owner, distribute = [], (lambda frame: frame.repartition(*hidden, BUCKET))
     else:  # buckets spread evenly over the write's tasks, each in one (bucket.task_keys)
         tasks = _write_tasks(df.sparkSession, spec.num_buckets)
@@ -93,12 +96,13 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
         return distribute(out.selectExpr(*carried, *owner)).drop(_OWNER), hidden + [BUCKET], 0
     if bases and not hidden:  # a literal, looked up after the shuffle: nothing more to move
         out = distribute(out.selectExpr(*carried, _ORDER, *owner))
-        bases_of_table = _bases_by_partition(spec, next_sequence).get((), [0] * spec.num_buckets)
+        bases_of_table = _bases_by_partition(spec, next_sequence).get((), [0] * max(spec.num_buckets, 1))
         literal = f"array({', '.join(f'CAST({b} AS BIGINT)' for b in bases_of_table)})"
-        out = out.selectExpr(*carried, _ORDER, _OWNER,
-                             f"CAST(coalesce(element_at({literal}, {BUCKET} + 1), 0) AS BIGINT) AS {_BASE}")
+        out = out.selectExpr(*carried, _ORDER, *owner,
+                             f"CAST(coalesce(try_element_at({literal}, {BUCKET} + 1), 0) AS BIGINT) AS {_BASE}")
     else:
-        base = f"coalesce(element_at({_BASES}, {BUCKET} + 1), 0)" if bases else "0"
+        # try_: a dynamic-bucket write may open buckets past the planned array (they start at 0).
+        base = f"coalesce(try_element_at({_BASES}, {BUCKET} + 1), 0)" if bases else "0"
         out = distribute(out.selectExpr(*carried, _ORDER, *owner, f"CAST({base} AS BIGINT) AS {_BASE}"))
 
     changelog = spec.changelog_producer == "input"
@@ -107,10 +111,11 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict):
     # 8-byte prefix of the first column: with the bucket there, nearly every comparison is a tie
     # (~10% of a large upsert). A task then holds at most `bucket` distinct values, so Spark's
     # writer never falls back to sorting (which would not keep the key order).
-    writers = spec.num_buckets if not hidden and not changelog and spec.num_buckets <= MAX_OPEN_FILES else 0
+    writers = (spec.num_buckets if not hidden and not changelog and 0 < spec.num_buckets <= MAX_OPEN_FILES
+               else 0)
     keys = sqltext.columns(spec.trimmed_keys)
     # The window's groups name the shuffle's columns, so the shuffle satisfies it (no second one).
-    group = [*hidden, BUCKET, *([] if hidden else [_OWNER]), *keys]
+    group = [*hidden, BUCKET, *([] if hidden or not owner else [_OWNER]), *keys]
     if writers:
         group = [*keys, BUCKET, _OWNER]
     order = [f"{ident(c)} ASC NULLS FIRST" for c in spec.sequence_fields] + [_ORDER]
@@ -240,7 +245,10 @@ def _bases_by_partition(spec: KeyedSpec, next_sequence: dict) -> dict[tuple, lis
     """Per partition, the first free sequence number of each bucket (0 where none)."""
     by_partition: dict[tuple, list[int]] = {}
     for (partition, bucket), base in next_sequence.items():
-        by_partition.setdefault(tuple(partition), [0] * spec.num_buckets)[bucket] = base
+        bases = by_partition.setdefault(tuple(partition), [0] * max(spec.num_buckets, 0))
+        if bucket >= len(bases):  # dynamic buckets: as many as the partition has
+            bases.extend([0] * (bucket + 1 - len(bases)))
+        bases[bucket] = base
     return by_partition
 
 

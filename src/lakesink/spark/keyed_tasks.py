@@ -48,7 +48,7 @@ from ..paimon.keyed.layout import (KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENC
 from ..paimon.keyed.lsm_policy import LsmOptions
 from ..paimon.keyed.merge_engines import merge_run
 from .arrow import conform, distinct_values, split_by_partition
-from ..paimon.files.keyhash import bucket_ids
+from ..paimon.files.keyhash import bucket_ids, key_hashes
 from .tasks import ROW_GROUP_ROWS, check_job_alive
 
 SEQUENCE_SHIFT = 24          # flushes per task and write: up to 2^24
@@ -66,6 +66,11 @@ class KeyedPlan:
     # finds the same, or the plan is older than the previous batch (PaimonStreamWriter.commit).
     accounted: int | None = None
     uniform_buckets: int | None = None  # every file of that snapshot had this bucket count
+    # Dynamic-bucket tables: the assignment (paimon.keyed.dynamic) over the `check_from` snapshot's
+    # index; `exact`: one task sees every row (its assigners count keys as Paimon's do), else every
+    # task assigns alike without seeing the others' rows (PlannedAssignment).
+    dynamic: object = None
+    exact: bool = False
 
     def base(self, partition: tuple, bucket: int) -> int:
         return self.bases.get((tuple(partition), bucket), 0)
@@ -145,12 +150,27 @@ class KeyedTaskWriter:
                     raise ConfigurationError(keyed.retraction_refusal())
             if data.num_rows == 0:
                 return
-        buckets = bucket_ids(data, list(keyed.bucket_keys), self.spec.layout.fields, keyed.num_buckets)
+        if keyed.dynamic is not None:
+            buckets = self._dynamic_buckets(data)
+        else:
+            buckets = bucket_ids(data, list(keyed.bucket_keys), self.spec.layout.fields, keyed.num_buckets)
         data = data.append_column(_BUCKET, pa.array(buckets, pa.int32()))
         self._buffer.append(data)
         self._buffered_bytes += data.nbytes
         if self._buffered_bytes >= self.spec.buffer_bytes:
             self._flush()
+
+    def _dynamic_buckets(self, data: pa.Table) -> np.ndarray:
+        """Each row's bucket in a dynamic-bucket table: from the hash index, or assigned."""
+        from ..paimon.keyed.dynamic import Assigners, PlannedAssignment
+        if getattr(self, "_assignment", None) is None:
+            plan = self.spec.plan
+            self._assignment = (Assigners if plan.exact else PlannedAssignment)(plan.dynamic)
+        hashes = key_hashes(data, list(self.keyed.trimmed_keys), self.spec.layout.fields)
+        keys = list(self.spec.layout.partition_keys)
+        partitions = (list(zip(*[data.column(k).to_pylist() for k in keys])) if keys
+                      else [()] * data.num_rows)
+        return self._assignment.assign(partitions, hashes)
 
     def _kinds(self, data: pa.Table) -> pa.Array:
         """`_VALUE_KIND` of each row: +I, or the code of its `rowkind.field` text."""
@@ -329,6 +349,17 @@ def _key_value_meta(staged: StagedFile, rows: pa.Table, layout: TableLayout, spe
     deletes = (int(pc.sum(pc.is_in(rows.column(VALUE_KIND), pa.array(RETRACT_KINDS, pa.int8()))).as_py() or 0)
                if spec.rowkind_field else 0)
     return with_key_value_meta(staged, metadata, layout, spec, first, last, float_keys, deletes)
+
+
+def dynamic_plan(target, keyed: KeyedSpec, check_from: int | None, assigners: int | None = None):
+    """The bucket assignment of a write into a dynamic-bucket table planned on `check_from`
+    (None for other tables). Assigners: `dynamic-bucket.assigner-parallelism` (capped by
+    `initial-buckets`), else `assigners`, else this host's cores."""
+    if keyed.dynamic is None:
+        return None
+    import os
+    from ..paimon.keyed import dynamic
+    return dynamic.plan(target, keyed, check_from, assigners or os.cpu_count() or 2)
 
 
 def check_keyed_layout(layout: TableLayout, keyed: KeyedSpec, writer: str = "format('paimon')") -> None:

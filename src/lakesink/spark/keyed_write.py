@@ -47,9 +47,18 @@ def write_keyed(df, path: str, mode: str, opts: WriteOptions, path_name: str) ->
     return job.commit(files)
 
 
-def write_keyed_files(df, target, layout, spec, next_sequence, staging_dir: str, compression: str) -> list:
-    """Spark writes `df` as key-value files into `staging_dir`; their descriptions (one batch or job)."""
-    frame, partition_columns, open_files = keyed_frame(df, spec, list(layout.fields), next_sequence)
+def write_keyed_files(df, target, layout, spec, next_sequence, staging_dir: str, compression: str,
+                      check_from: int | None = None) -> list:
+    """Spark writes `df` as key-value files into `staging_dir`; their descriptions (one batch or job).
+    `check_from`: the snapshot the write was planned on (default: the target's), whose hash index
+    a dynamic-bucket write assigns new keys from."""
+    dynamic = None
+    if spec.dynamic is not None:
+        from .dynamic_bucket import default_assigners
+        from .keyed_tasks import dynamic_plan
+        base = target.bucket_check_from if check_from is None else check_from
+        dynamic = dynamic_plan(target, spec, base, default_assigners(df.sparkSession))
+    frame, partition_columns, open_files = keyed_frame(df, spec, list(layout.fields), next_sequence, dynamic)
     ensure_micros_timestamps(df.sparkSession)
     writer = frame.write.mode("error").option("compression", compression).partitionBy(*partition_columns)
     with concurrent_writers(df.sparkSession, open_files):

@@ -32,7 +32,8 @@ from .catalog import resolve_for
 from .checkpoint import await_batch_end, query_id
 from .fastpath import write_staged
 from .keyed import translate_error
-from .keyed_tasks import KeyedPlan, KeyedTaskSpec, buffer_bytes, check_keyed_layout, write_in_one_task
+from .dynamic_bucket import default_assigners
+from .keyed_tasks import KeyedPlan, KeyedTaskSpec, buffer_bytes, check_keyed_layout, dynamic_plan, write_in_one_task
 from .keyed_write import write_keyed_files
 from .output import list_parquet_files
 from .rewrite import distributed
@@ -91,11 +92,15 @@ class FastStreamSink:
                 # that snapshot, skipping this query's own earlier batches (PaimonTarget.commit).
                 pending = self.sink.pending_files() if self.pipeline is not None else ()
                 plan = plan_batch(self.sink.target, batch_id, pending)
+                check_from = self.sink.target.check_from(batch_id)
                 if self.shuffles():
                     files = write_keyed_files(batch_df, self.sink.target, self.sink.layout, self.sink.keyed,
-                                              plan, job.staging_dir, job.compression)
+                                              plan, job.staging_dir, job.compression, check_from)
                 else:
-                    spec = replace(self.task_spec, staging_dir=job.staging_dir, plan=KeyedPlan(plan, None))
+                    dynamic = dynamic_plan(self.sink.target, self.sink.keyed, check_from,
+                                           default_assigners(batch_df.sparkSession))
+                    spec = replace(self.task_spec, staging_dir=job.staging_dir,
+                                   plan=KeyedPlan(plan, None, dynamic=dynamic, exact=True))
                     files = write_in_one_task(batch_df, spec)
                     crashpoints.reached("tasks-done")
                 self.last_rows = sum(f.meta.row_count for f in files if not f.changelog)

@@ -72,7 +72,13 @@ class MergingFileStoreCommit(FileStoreCommit):
         self._started_ms = int(time.time() * 1000)
         return super()._try_commit(*args, **kwargs)
 
+    guard = None  # callable(latest snapshot) -> CommitConflictError | None, checked before every attempt
+
     def _try_commit_once(self, *args, **kwargs):
+        if self.guard is not None:
+            conflict = self.guard(kwargs.get("latest_snapshot"))
+            if conflict is not None:
+                raise conflict
         # Per-attempt snapshot properties: which attempt published it, and when the
         # commit started (history derives the commit duration from the snapshot time).
         self._attempt = getattr(self, "_attempt", 0) + 1

@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 # Background maintenance after each commit is `paimon.maintenance`, a layer above commits:
 # `lakesink.paimon`, imported before any of its modules, puts it here.
 maintenance = None
+# Dynamic-bucket tables' hash index (`paimon.keyed.dynamic`, a layer above commits), put here the same way.
+dynamic_index = None
 
 class TableSpec:
     """How to create the table on first commit, when it does not exist yet."""
@@ -215,7 +217,27 @@ class PaimonTarget(CommitTarget[StagedFile]):
         planned = identifier in self._check_from
         check_from = self._check_from.pop(identifier) if planned else self.bucket_check_from
         uniform = self._uniform.pop(identifier, None) if planned else self.uniform_buckets
-        check_from = check_from if fixed else None
+        dynamic = is_dynamic(table)
+        check_from = check_from if fixed or dynamic else None
+        guard = None
+        if dynamic and files:
+            # Assignment read each partition's index as of check_from: nobody else may have written
+            # those partitions since (checked again on every publication attempt, below).
+            partitions = {tuple(f.partition) for f in files}
+
+            def guard(snapshot, base=check_from or 0):
+                reason = dynamic_index.partition_conflict(table, base, snapshot, partitions, commit_user, identifier)
+                if reason is None:
+                    return None
+                return CommitConflictError(
+                    f"Commit {identifier} of {commit_user} to dynamic-bucket table {self.path} conflicts with a "
+                    f"concurrent writer: {reason}. A dynamic-bucket partition takes one writer at a time (its "
+                    "keys' buckets come from its hash index); write again. Nothing was committed.",
+                    table=self.path, commit_user=commit_user, identifier=identifier)
+
+            conflict = guard(latest)
+            if conflict is not None:
+                raise conflict
         counts_at = None
         if check_from is not None and files:  # before anything moves: a conflict leaves files staged
             check_from, same_counts = self._bucket_check_base(table, commit_user, identifier, check_from, files,
@@ -224,11 +246,16 @@ class PaimonTarget(CommitTarget[StagedFile]):
             # another: pypaimon's bucket-count check holds without reading the partitions' files.
             if same_counts and uniform == fixed and overwrite is None:
                 counts_at = check_from  # (now the latest snapshot checked)
+        index = None
+        if dynamic and files:
+            index, index_writer = dynamic_index.index_changes(table, files, latest)
         identity.before_commit(self.file_io, self.path, commit_user, latest)
         place(table, files)
         crashpoints.reached("files-placed")
 
         messages = _messages(files, fixed, check_from)
+        if index:
+            _with_index(messages, index)
         data = [f for f in files if not f.changelog]
         rows = sum(f.row_count for f in data)
         size = sum(f.file_size for f in data)
@@ -237,6 +264,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
         props.update(properties or {})
 
         file_store_commit = new_file_store_commit(table, commit_user, bucket_counts_at=counts_at)
+        file_store_commit.guard = guard
         attempts = _Publications(file_store_commit)
         crashpoints.reached("before-snapshot")
         try:
@@ -258,6 +286,8 @@ class PaimonTarget(CommitTarget[StagedFile]):
                 file_store_commit.commit(messages, identifier, props)
         except CommitConflictError as exc:
             exc.identifier = identifier
+            if index:  # definitely not committed: its index files are referenced by nothing
+                index_writer.abort()
             raise
         finally:
             file_store_commit.close()
@@ -407,6 +437,23 @@ class PaimonTarget(CommitTarget[StagedFile]):
         if int(data["paimon_commit_message_v"]) == MESSAGE_VERSION:  # saved again as it came
             staged.encoded = (encoding_key(staged), data["message"])
         return staged
+
+
+def is_dynamic(table) -> bool:
+    """A dynamic-bucket primary-key table (`bucket=-1`): keys find their bucket in a hash index."""
+    return bool(table.is_primary_key_table) and int(table.table_schema.options.get("bucket", "-1")) == -1
+
+
+def _with_index(messages: list[CommitMessage], index: dict) -> None:
+    """Each bucket's new hash index file (and the one it replaces) on that bucket's message."""
+    by_bucket = {(tuple(m.partition), m.bucket): m for m in messages}
+    for key, (adds, deletes) in index.items():
+        message = by_bucket.get(key)
+        if message is None:
+            message = CommitMessage(partition=key[0], bucket=key[1], new_files=[])
+            messages.append(message)
+        message.index_adds = list(adds)
+        message.index_deletes = list(deletes)
 
 
 def _messages(files: Sequence[StagedFile], total_buckets: int | None = None,

@@ -54,6 +54,37 @@ _BUCKET_DIR = "lakesink_bucket"
 
 
 @dataclass(frozen=True)
+class DynamicOptions:
+    """A dynamic-bucket table's assignment options (Paimon's names and defaults)."""
+
+    target_rows: int = 2_000_000  # dynamic-bucket.target-row-num: keys a bucket takes before another opens
+    max_buckets: int = -1         # dynamic-bucket.max-buckets: per partition, -1 unlimited
+    assigners: int | None = None  # dynamic-bucket.assigner-parallelism, capped by dynamic-bucket.initial-buckets
+    initial_buckets: int | None = None
+
+    @classmethod
+    def of(cls, options: dict) -> DynamicOptions:
+        values = {key: registry.table_value(options, key) for key in _DYNAMIC_KEYS}
+        return cls(values["dynamic-bucket.target-row-num"], values["dynamic-bucket.max-buckets"],
+                   values["dynamic-bucket.assigner-parallelism"], values["dynamic-bucket.initial-buckets"])
+
+    def assigner_count(self, default: int) -> int:
+        """How many assigners share a write's keys: Paimon's rule (assigner parallelism, else the
+        write's parallelism, at most `initial-buckets`), and never more than `max-buckets` (each
+        assigner opens buckets of its own)."""
+        count = self.assigners or default
+        if self.initial_buckets:
+            count = min(count, self.initial_buckets)
+        if self.max_buckets > 0:
+            count = min(count, self.max_buckets)
+        return max(1, count)
+
+
+_DYNAMIC_KEYS = ("dynamic-bucket.target-row-num", "dynamic-bucket.max-buckets",
+                 "dynamic-bucket.assigner-parallelism", "dynamic-bucket.initial-buckets")
+
+
+@dataclass(frozen=True)
 class KeyedSpec:
     """How rows of one keyed write are bucketed, merged and laid out (picklable, no I/O)."""
 
@@ -70,6 +101,7 @@ class KeyedSpec:
     aggregates: tuple = ()
     delimiters: tuple = ()
     changelog_producer: str = "none"  # none | input: the write's input rows also go to changelog files
+    dynamic: DynamicOptions | None = None  # bucket=-1: keys assigned to buckets through the hash index
 
     def aggregate_of(self, column: str) -> str | None:
         return dict(self.aggregates).get(column)
@@ -107,22 +139,36 @@ class KeyedSpec:
         """From a table's (or a table-to-be's) keys and options; every refusal names its option."""
         primary_keys = tuple(primary_keys)
         partition_keys = tuple(partition_keys)
-        raw_bucket = str(options.get("bucket", "-1" if not primary_keys else "")).strip()
-        if not raw_bucket:
-            raise ConfigurationError(
-                "bucket: a primary-key table written by lakesink needs a fixed number of buckets, e.g. "
-                "options={'bucket': '8'} (dynamic bucket=-1 and postpone bucket=-2 are not supported)."
-            )
+        # Paimon's default: a primary-key table without `bucket` is dynamic-bucket (bucket=-1).
+        raw_bucket = str(options.get("bucket", "-1")).strip() or "-1"
         try:
             num_buckets = int(raw_bucket)
         except ValueError:
             raise ConfigurationError(f"bucket={raw_bucket!r} is not an integer.") from None
-        if num_buckets < 1:
-            kind = {-1: "dynamic", -2: "postpone"}.get(num_buckets, "an invalid")
+        if num_buckets == -2:
             raise ConfigurationError(
-                f"bucket={num_buckets} ({kind} bucket mode) is not supported for keyed writes: lakesink "
-                "computes each row's bucket itself and needs a fixed bucket count >= 1."
-            )
+                "bucket=-2 (postpone bucket mode) is not supported by lakesink: set a fixed bucket count "
+                "(e.g. options={'bucket': '8'}) or leave `bucket` unset for dynamic buckets.", option="bucket")
+        if num_buckets < 1 and not (num_buckets == -1 and primary_keys):
+            kind = "unaware-bucket" if num_buckets == -1 else "an invalid"
+            raise ConfigurationError(
+                f"bucket={num_buckets} ({kind} bucket mode) is not supported for keyed writes: a fixed-bucket "
+                "append table needs a fixed bucket count >= 1.", option="bucket")
+        dynamic = num_buckets == -1
+        if dynamic:
+            outside = [k for k in partition_keys if k not in primary_keys]
+            if outside:
+                raise ConfigurationError(
+                    f"primary-key {list(primary_keys)} does not hold the partition column(s) {outside}: with "
+                    "dynamic buckets (bucket=-1, the default) that is Paimon's cross-partition mode "
+                    "(CROSS_PARTITION: one global key -> (partition, bucket) index), which lakesink does not "
+                    "write. Add the partition columns to the primary key, or set a fixed bucket count "
+                    "(options={'bucket': '8'}).", option="bucket")
+            if options.get("bucket-key"):
+                raise ConfigurationError(
+                    "bucket-key with bucket=-1 (dynamic buckets): Paimon assigns a dynamic-bucket table's keys "
+                    "by the whole primary key and refuses a bucket-key; remove it or set a fixed bucket count.",
+                    option="bucket-key")
         missing = [k for k in primary_keys if k not in column_names]
         if missing:
             raise ConfigurationError(f"primary-key column(s) {missing} are not among the data's columns {list(column_names)}.")
@@ -198,7 +244,8 @@ class KeyedSpec:
                                                  sequence_fields)
         return cls(primary_keys, trimmed, partition_keys, bucket_keys, num_buckets, engine,
                    sequence_fields, rowkind, ignore_delete, aggregates, delimiters,
-                   producer if primary_keys else "none")
+                   producer if primary_keys else "none",
+                   DynamicOptions.of(options) if dynamic else None)
 
     @classmethod
     def of_table(cls, table) -> KeyedSpec:

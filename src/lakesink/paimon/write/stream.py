@@ -72,6 +72,14 @@ class StreamSink:
             self.target, self.layout, self.keyed, _ = prepare_keyed_target(path, schema, options,
                                                                             plan_sequences=False)
             self.compacts = compacts_automatically(self.target, options)
+            if self.keyed.dynamic is not None and options.commit_mode == "pipelined":
+                # A batch's bucket assignment reads the hash index of the table as committed; the
+                # batches a pipelined stream still has pending hold new keys it would not see.
+                raise ConfigurationError(
+                    f"commit.mode=pipelined into the dynamic-bucket table {self.target.path} (bucket=-1) is not "
+                    "supported: each micro-batch assigns its new keys through the index the previous one "
+                    "committed. Use commit.mode=sync, or a fixed bucket count. Nothing was written.",
+                    option="commit.mode")
         else:
             self.target, self.layout = prepare_target(path, schema, options, path_name)
         self.target.empty_commits = options.commit_empty_batches

@@ -1,0 +1,265 @@
+"""Dynamic-bucket primary-key tables (`bucket=-1`, Paimon's default): which bucket a key goes to,
+and the hash index that remembers it.
+
+Paimon keeps, per (partition, bucket), an index file of kind HASH: the int32 hashes of the keys
+in that bucket (Java's `HashIndexFile`, pypaimon's `index/dynamic_bucket.py`), listed in the
+snapshot's index manifest. A key's hash is the `BinaryRow.hashCode()` of its trimmed primary key
+(`files.keyhash.key_hashes`, the Murmur3 of the fixed-bucket function).
+
+Assignment, as Paimon's engines distribute it: a key goes to assigner `abs(hash % n)` of `n`;
+assigner `a` owns the buckets `b % n == a`, keeps every key the partition's index already has in
+its bucket, and puts new keys into its own buckets with fewer than `target-row-num` keys, opening
+new ones as those fill (pypaimon's `HashBucketAssigner`, run in the assigner's task). Keys of one
+hash land in one assigner, so no key is ever given two buckets.
+
+The index is written at commit (`index_changes`), from the keys of the files committed: each
+bucket that got new keys gets a new complete index file (its old hashes and the new ones),
+replacing the old one in the same snapshot. Every writer plans on one snapshot, so a concurrent
+writer in the same partitions is a conflict (`partition_conflict`), never a key in two buckets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from ...errors import ConfigurationError, UnsupportedTableError
+from ..files.keyhash import key_hashes
+from .layout import KEY_PREFIX, KeyedSpec
+
+HASH_INDEX = "HASH"
+
+
+def assigner_of(hashes: np.ndarray, assigners: int) -> np.ndarray:
+    """abs(hash % n) with Java's truncating remainder: Paimon's `computeAssigner` for one channel
+    per assigner and a partition offset of 0 (assigner and task are the same)."""
+    return np.abs(np.fmod(hashes.astype(np.int64), assigners)).astype(np.int32)
+
+
+@dataclass(frozen=True)
+class DynamicPlan:
+    """What the assigners of one write share (picklable): the table, the snapshot whose index
+    they read, how many assigners, and the table's assignment options."""
+
+    path: str
+    fs_options: dict | None
+    snapshot_id: int | None  # None: the table has no snapshot (every key is new)
+    assigners: int
+    target_rows: int
+    max_buckets: int = -1
+
+    def open(self):
+        from ..table import tables
+        table = tables.open_table(self.path, self.fs_options)
+        snapshot = None
+        if table is not None and self.snapshot_id:
+            snapshot = table.snapshot_manager().get_snapshot_by_id(self.snapshot_id)
+            if snapshot is None:
+                raise UnsupportedTableError(
+                    f"{self.path}: snapshot {self.snapshot_id}, which this write's bucket assignment was "
+                    "planned on, has expired. Write again.")
+        return table, snapshot
+
+
+def plan(target, spec: KeyedSpec, snapshot_id: int | None, default_assigners: int) -> DynamicPlan:
+    options = spec.dynamic
+    if options.max_buckets == 0:
+        raise ConfigurationError("dynamic-bucket.max-buckets=0: it must be -1 (unlimited) or at least 1.",
+                                 option="dynamic-bucket.max-buckets")
+    return DynamicPlan(target.path, target.fs_options, snapshot_id or None,
+                       options.assigner_count(default_assigners), options.target_rows, options.max_buckets)
+
+
+class Assigners:
+    """The assigners of one task: each row's bucket from (partition, key hash), pypaimon's
+    `HashBucketAssigner` per assigner id (its partition indexes loaded once, filtered to the
+    hashes it is asked for)."""
+
+    def __init__(self, plan: DynamicPlan):
+        self.plan = plan
+        self._table = self._snapshot = None
+        self._by_id: dict[int, object] = {}
+
+    def assign(self, partitions: list[tuple], hashes: np.ndarray) -> np.ndarray:
+        from pypaimon.index.dynamic_bucket import HashBucketAssigner
+        if self._table is None:
+            self._table, self._snapshot = self.plan.open()
+        ids = assigner_of(hashes, self.plan.assigners)
+        out = np.zeros(len(hashes), np.int32)
+        for assign_id in np.unique(ids).tolist():
+            rows = np.flatnonzero(ids == assign_id)
+            assigner = self._by_id.get(assign_id)
+            if assigner is None:
+                assigner = HashBucketAssigner(self._table, self.plan.assigners, self.plan.assigners, assign_id,
+                                              self.plan.target_rows, self.plan.max_buckets,
+                                              ignore_existing=self._snapshot is None, snapshot=self._snapshot)
+                self._by_id[assign_id] = assigner
+            try:
+                result = assigner.assign_batch([partitions[i] for i in rows], [0] * len(rows),
+                                               hashes[rows].tolist())
+            except RuntimeError as exc:  # e.g. data files without an index: refuse, name the table
+                raise UnsupportedTableError(f"{self.plan.path}: {exc}") from None
+            out[rows] = [bucket for bucket, _ in result]
+        return out
+
+
+def key_hashes_of(table_rows, spec: KeyedSpec, fields, prefixed: bool = False) -> np.ndarray:
+    """int32 hashes of the rows' trimmed primary keys (`prefixed`: key columns named `_KEY_<k>`)."""
+    if prefixed:
+        table_rows = table_rows.select([KEY_PREFIX + k for k in spec.trimmed_keys]).rename_columns(
+            list(spec.trimmed_keys))
+    return key_hashes(table_rows, list(spec.trimmed_keys), fields)
+
+
+# -- at commit: the index files of the buckets that got new keys -----------------------------
+
+def index_changes(table, files, latest) -> tuple[dict, object]:
+    """{(partition, bucket): (index entries to add, to delete)} for the data files `files`
+    (committables still staged or already placed) on top of snapshot `latest`, and the pypaimon
+    maintainer that wrote the new index files (its `abort()` removes them)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pypaimon.index.dynamic_bucket import DynamicBucketIndexMaintainer
+    from pypaimon.index.index_file_handler import IndexFileHandler
+
+    from ..files.datafiles import table_path_of
+    spec = KeyedSpec.of_table(table)
+    fields = table.table_schema.fields
+    data = [f for f in files if not f.changelog]
+    file_io = table.file_io
+
+    def hashes(staged):
+        path = staged.staged_path if staged.staged_path and file_io.exists(staged.staged_path) \
+            else table_path_of(table, staged)
+        with file_io.new_input_stream(path) as stream:
+            keys = pq.read_table(stream, columns=[KEY_PREFIX + k for k in spec.trimmed_keys])
+        return (tuple(staged.partition), staged.bucket), key_hashes_of(keys, spec, fields, prefixed=True)
+
+    by_bucket: dict[tuple, list] = {}
+    with ThreadPoolExecutor(max(1, min(8, len(data)))) as pool:
+        for key, found in pool.map(hashes, data):
+            by_bucket.setdefault(key, []).append(found)
+    existing = {}
+    if latest is not None:
+        for entry in IndexFileHandler(table).scan(latest, lambda e: e.index_file.index_type == HASH_INDEX):
+            existing[(tuple(entry.partition.values), entry.bucket)] = entry
+    maintainer = DynamicBucketIndexMaintainer(table, snapshot=latest)
+    for (partition, bucket), parts in by_bucket.items():
+        for value in np.unique(np.concatenate(parts)).tolist():
+            maintainer.notify_new_record(partition, bucket, value)
+    changes = {}
+    try:
+        for key, change in maintainer.prepare_commit().items():
+            old = existing.get(key)
+            deletes = [_as_delete(old)] if old is not None else []
+            changes[key] = (change.additions, deletes)
+    except BaseException:
+        maintainer.abort()
+        raise
+    return changes, maintainer
+
+
+def _as_delete(entry):
+    from pypaimon.manifest.index_manifest_entry import IndexManifestEntry
+    return IndexManifestEntry(kind=1, partition=entry.partition, bucket=entry.bucket, index_file=entry.index_file)
+
+
+def partition_conflict(table, check_from: int, latest, partitions: set, commit_user: str,
+                       identifier: int) -> str | None:
+    """Why a dynamic-bucket commit planned on snapshot `check_from` may not land on `latest`: a
+    snapshot in between (not a compaction, not an earlier batch of this commit user) added files
+    to a partition it writes. Its assignment read that partition's index as of `check_from`;
+    committing anyway could give a key a second bucket. None: no such snapshot."""
+    if latest is None or latest.id <= check_from:
+        return None
+    from pypaimon.manifest.manifest_file_manager import ManifestFileManager
+    from pypaimon.manifest.manifest_list_manager import ManifestListManager
+    manager = table.snapshot_manager()
+    lists, manifests = ManifestListManager(table), ManifestFileManager(table)
+    for snapshot_id in range(check_from + 1, latest.id + 1):
+        snapshot = manager.get_snapshot_by_id(snapshot_id)
+        if snapshot is None:
+            return (f"snapshot {snapshot_id} (after snapshot {check_from}, which this write's bucket "
+                    "assignment was planned on) has expired, so other writers cannot be ruled out")
+        if snapshot.commit_kind == "COMPACT":
+            continue  # keeps every key in its bucket and the index as it was
+        if (snapshot.commit_user == commit_user and snapshot.commit_kind == "APPEND"
+                and snapshot.commit_identifier <= identifier):
+            continue  # an earlier batch of this stream, planned before this one (or this commit itself)
+        for meta in lists.read_delta(snapshot):
+            for entry in manifests.read(meta.file_name, file_size=meta.file_size):
+                partition = tuple(entry.partition.values)
+                if entry.kind == 0 and partition in partitions:
+                    return (f"snapshot {snapshot_id} ({snapshot.commit_user!r}) wrote partition {partition} "
+                            f"after snapshot {check_from}, which this write's bucket assignment was planned on")
+    return None
+
+
+# -- without a shuffle: every task assigns alike ----------------------------------------------
+
+class PlannedAssignment:
+    """Assignment by tasks that cannot share their rows (a Python data source's tasks, which
+    Spark gives any rows): every task reads the partition's whole index as of the planned
+    snapshot, keeps known keys in their buckets, and sends a new key to the first bucket of its
+    assigner (`abs(hash % n)`) that had room in that snapshot, or the assigner's next new bucket.
+    The same function in every task, so a key gets one bucket however its rows are spread; a
+    bucket may pass `target-row-num` by one write's new keys (the next write opens another)."""
+
+    def __init__(self, plan: DynamicPlan):
+        self.plan = plan
+        self._table = self._snapshot = None
+        self._partitions: dict[tuple, tuple[dict, dict]] = {}
+
+    def assign(self, partitions: list[tuple], hashes: np.ndarray) -> np.ndarray:
+        if self._table is None:
+            self._table, self._snapshot = self.plan.open()
+        out = np.zeros(len(hashes), np.int32)
+        n = self.plan.assigners
+        ids = assigner_of(hashes, n)
+        for i, (partition, value) in enumerate(zip(partitions, hashes.tolist())):
+            known, opened = self._partition(partition)
+            bucket = known.get(value)
+            if bucket is None:
+                a = int(ids[i])
+                bucket = opened.get(a)
+                if bucket is None:
+                    raise ConfigurationError(
+                        f"{self.plan.path}: partition {partition} has dynamic-bucket.max-buckets="
+                        f"{self.plan.max_buckets} buckets, none of them owned by assigner {a} of {n}; raise "
+                        "dynamic-bucket.max-buckets.", option="dynamic-bucket.max-buckets")
+                if isinstance(bucket, list):  # full, max-buckets reached: spread by hash, as Paimon spreads
+                    bucket = bucket[abs(value) % len(bucket)]
+            out[i] = bucket
+        return out
+
+    def _partition(self, partition: tuple):
+        found = self._partitions.get(partition)
+        if found is not None:
+            return found
+        from pypaimon.index.dynamic_bucket import _iter_hashes
+        from pypaimon.index.index_file_handler import IndexFileHandler
+        entries = [] if self._snapshot is None else IndexFileHandler(self._table).scan(
+            self._snapshot, lambda e: e.index_file.index_type == HASH_INDEX
+            and tuple(e.partition.values) == partition)
+        known = {}
+        for entry in entries:
+            for value in _iter_hashes(self._table, entry):
+                known[value] = entry.bucket
+        n, target, most = self.plan.assigners, self.plan.target_rows, self.plan.max_buckets
+        counts = {e.bucket: e.index_file.row_count for e in entries}
+        opened: dict[int, object] = {}
+        for a in range(n):
+            own = [b for b in counts if b % n == a]
+            room = [b for b in own if counts[b] < target]
+            if room:
+                opened[a] = room[0]
+                continue
+            fresh = next((b for b in range(a, most if most > 0 else 1 << 15, n) if b not in counts), None)
+            if fresh is not None:
+                opened[a] = fresh
+            elif own:
+                opened[a] = sorted(own)
+        self._partitions[partition] = (known, opened)
+        return known, opened
