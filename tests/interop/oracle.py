@@ -167,9 +167,17 @@ class JavaPaimon:
         self._run(["changes", table, str(out), str(after)])
         return [json.loads(line) for line in out.read_text("utf-8").splitlines()]
 
+    def mode(self, table: str, out_dir: Path) -> dict:
+        """{"bucket": the table's bucket option, "bucket_mode": Paimon's BucketMode name}."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        out = out_dir / f"mode-{Path(table).name}.json"
+        self._run(["mode", table, str(out)])
+        return json.loads(out.read_text("utf-8"))
+
     def replay(self, spec: dict, table: str, work_dir: Path) -> None:
         """Create `table` as `spec` says and write its batches with Paimon's own writer, one commit
-        each (format: PaimonOracle.java, `replay`)."""
+        each (format: PaimonOracle.java, `replay`; `"continue": true` writes into the existing table;
+        dynamic-bucket tables through Paimon's HashBucketAssigner)."""
         work_dir.mkdir(parents=True, exist_ok=True)
         spec_file = work_dir / f"replay-{Path(table).name}.json"
         spec_file.write_text(json.dumps(spec), "utf-8")

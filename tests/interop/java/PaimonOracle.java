@@ -5,6 +5,8 @@
 //       every row of the table's latest snapshot as one JSON object per line
 //   write <kind> <table> [<kind> <table> ...]
 //       creates a table with Paimon's own writer (kinds: see main), then prints nothing
+//   mode <table> <out.json>
+//       {"bucket": <the bucket option>, "bucket_mode": <Paimon's BucketMode of the table>}
 //   changes <table> <out.jsonl> <after-snapshot>
 //       Paimon's own streaming read of the table from snapshot after+1 to the latest: every row
 //       with its row kind in a "rowkind" field (+I, -U, +U, -D), in the order Paimon returns them
@@ -76,6 +78,13 @@ public class PaimonOracle {
     static final String TMP = System.getProperty("java.io.tmpdir");
 
     public static void main(String[] args) throws Exception {
+        if (args[0].equals("mode")) {
+            // mode <table> <out.json>: the table's bucket option and bucket mode as Paimon sees them
+            FileStoreTable t = FileStoreTableFactory.create(LocalFileIO.create(), new Path(args[1]));
+            Files.write(Paths.get(args[2]), ("{\"bucket\": " + t.coreOptions().bucket() + ", \"bucket_mode\": \""
+                    + t.bucketMode() + "\"}").getBytes(StandardCharsets.UTF_8));
+            return;
+        }
         if (args[0].equals("changes")) {
             changes(args[1], args[2], Long.parseLong(args[3]));
             return;
@@ -343,11 +352,25 @@ public class PaimonOracle {
 
     static void commit(FileStoreTable t, List<GenericRow> rows) throws Exception {
         BatchWriteBuilder wb = t.newBatchWriteBuilder();
+        // Dynamic buckets (bucket=-1, primary key): Paimon's own assigner, one of one, gives each
+        // row its bucket from the table's hash index; the writer adds the index files to the commit.
+        org.apache.paimon.index.HashBucketAssigner assigner = null;
+        org.apache.paimon.table.sink.RowPartitionKeyExtractor keys = null;
+        if (t.coreOptions().bucket() == -1 && !t.primaryKeys().isEmpty()) {
+            assigner = new org.apache.paimon.index.HashBucketAssigner(
+                    t.snapshotManager(), "oracle-" + java.util.UUID.randomUUID(), t.store().newIndexFileHandler(),
+                    1, 1, 0, t.coreOptions().dynamicBucketTargetRowNum());
+            keys = new org.apache.paimon.table.sink.RowPartitionKeyExtractor(t.schema());
+        }
         // Lookup compaction (deletion vectors) spills to local disk.
         try (BatchTableWrite w = (BatchTableWrite) wb.newWrite().withIOManager(IOManager.create(TMP));
              BatchTableCommit c = wb.newCommit()) {
             for (GenericRow r : rows) {
-                w.write(r);
+                if (assigner != null) {
+                    w.write(r, assigner.assign(keys.partition(r), keys.trimmedPrimaryKey(r).hashCode()));
+                } else {
+                    w.write(r);
+                }
             }
             c.commit(w.prepareCommit());
         }
@@ -511,7 +534,10 @@ public class PaimonOracle {
         for (Map.Entry<String, Object> e : ((Map<String, Object>) spec.get("options")).entrySet()) {
             b.option(e.getKey(), String.valueOf(e.getValue()));
         }
-        FileStoreTable t = create(path, b.build());
+        // "continue": true writes into the existing table at `path` (its schema as it is).
+        FileStoreTable t = Boolean.TRUE.equals(spec.get("continue"))
+                ? FileStoreTableFactory.create(LocalFileIO.create(), new Path(path))
+                : create(path, b.build());
         for (Object batch : (List<Object>) spec.get("batches")) {
             List<GenericRow> rows = new ArrayList<>();
             for (Object r : (List<Object>) batch) {
