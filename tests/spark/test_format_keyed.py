@@ -263,14 +263,14 @@ _REFUSALS = [
     ({"merge-engine": "first-row", "changelog-producer": "input"}, "changelog-producer=input with merge-engine=first"),
     ({"merge-engine": "aggregation", "fields.n.ignore-retract": "true"}, "fields.n.ignore-retract=true is not"),
     ({"merge-engine": "partial-update", "ignore-delete": "true"}, "ignore-delete=true with merge-engine=partial"),
-    ({"bucket": "-1"}, "dynamic bucket mode) is not supported"),
+    ({"bucket": "-2"}, "bucket=-2 (postpone bucket mode) is not supported"),
 ]
 
 
 @pytest.mark.parametrize("options, message", [
     case if i < 3 else pytest.param(*case, marks=pytest.mark.soak) for i, case in enumerate(_REFUSALS)],
     ids=["sequence-group", "count", "first-row-rowkind", "first-row-input", "ignore-retract",
-         "partial-update-ignore-delete", "dynamic-bucket"])
+         "partial-update-ignore-delete", "postpone-bucket"])
 def test_merge_options_are_refused_as_on_the_fast_path_before_anything_is_written(spark, tmp_path, options, message):
     path = str(tmp_path / "wh" / "db.db" / "t")
     df = spark.createDataFrame([(1, "a", "+I")], SCHEMA)

@@ -266,7 +266,7 @@ def _unchanged(table_path, before_snapshot):
 
 
 @pytest.mark.parametrize("case", ["missing_key", "null_key", "other_key", "other_buckets", "bad_kind",
-                                  "dynamic_bucket", "postpone_bucket", "unknown_engine"])
+                                  "cross_partition", "postpone_bucket", "unknown_engine"])
 def test_bad_input_changes_nothing(spark, table_path, case):
     schema = "id long, name string, op string"
     lakesink.write(_df(spark, [(1, "a", "+I")], schema), table_path, primary_key=["id"],
@@ -278,7 +278,7 @@ def test_bad_input_changes_nothing(spark, table_path, case):
         "other_key": (ConfigurationError, "differs from the table's primary key"),
         "other_buckets": (ConfigurationError, "bucket"),
         "bad_kind": (ConfigurationError, "'+X'"),
-        "dynamic_bucket": (ConfigurationError, "bucket=-1"),
+        "cross_partition": (ConfigurationError, "Paimon's cross-partition mode (CROSS_PARTITION"),
         "postpone_bucket": (ConfigurationError, "bucket=-2"),
         "unknown_engine": (ConfigurationError, "merge-engine='partial_update' is not a Paimon merge engine"),
     }[case]
@@ -294,9 +294,10 @@ def test_bad_input_changes_nothing(spark, table_path, case):
             lakesink.write(_df(spark, [(2, "b", "+I")], schema), table_path, options={"bucket": "4"})
         elif case == "bad_kind":
             lakesink.write(_df(spark, [(2, "b", "+I"), (3, "c", "+X")], schema), table_path)
-        elif case in ("dynamic_bucket", "postpone_bucket"):
-            n = "-1" if case == "dynamic_bucket" else "-2"
-            lakesink.write(_df(spark, [(2, "b", "+I")], schema), other, primary_key=["id"], options={"bucket": n})
+        elif case == "cross_partition":  # a dynamic-bucket key without the partition column
+            lakesink.write(_df(spark, [(2, "b", "+I")], schema), other, primary_key=["id"], partition_by=["op"])
+        elif case == "postpone_bucket":
+            lakesink.write(_df(spark, [(2, "b", "+I")], schema), other, primary_key=["id"], options={"bucket": "-2"})
         else:
             lakesink.write(_df(spark, [(2, "b", "+I")], schema), other, primary_key=["id"],
                            options={"bucket": "2", "merge-engine": "partial_update"})

@@ -1,0 +1,144 @@
+"""Dynamic-bucket primary-key tables (bucket=-1, Paimon's default) on every lakesink write path:
+keys assigned through Paimon's hash index, new buckets opened at `dynamic-bucket.target-row-num`,
+no key ever in two buckets (the index decoded by pypaimon), other writers in the partition refused.
+Java Paimon reads and continues such tables in tests/interop/test_dynamic_buckets.py."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import lakesink
+from lakesink.errors import CommitConflictError, ConfigurationError
+from tests.helpers import latest_snapshot_id, leftover_files, read_table
+from tests.interop.test_dynamic_buckets import check_index, hash_index
+from tests.spark.test_keyed_stream_write import _source, _stream
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "id long, dt string, v string"
+
+
+def _rows(ids, tag):
+    return [(i, f"d{i % 2}", f"{tag}{i}") for i in ids]
+
+
+def _want(*writes):
+    out = {}
+    for ids, tag in writes:
+        out.update({(i, f"d{i % 2}"): f"{tag}{i}" for i in ids})
+    return out
+
+
+def _by_key(path):
+    rows = read_table(path).to_pylist()
+    keys = [(r["id"], r["dt"]) for r in rows]
+    assert len(set(keys)) == len(keys), "a key was returned twice"
+    return {(r["id"], r["dt"]): r["v"] for r in rows}
+
+
+def test_small_target_row_num_opens_buckets_and_keeps_each_key_in_one(spark, tmp_path):
+    path = str(tmp_path / "wh" / "db.db" / "t")
+    df = spark.createDataFrame(_rows(range(40), "a"), SCHEMA)
+    lakesink.write(df, path, primary_key=["id", "dt"], partition_by=["dt"],
+                   options={"dynamic-bucket.target-row-num": "5", "dynamic-bucket.assigner-parallelism": "2"})
+    counts = {key: count for key, (_, count) in hash_index(path).items()}
+    assert all(count <= 5 for count in counts.values())  # the assigners count their keys exactly
+    # 20 keys a partition over two assigners, each opening buckets of its own as 5 fill
+    assert all(4 <= n <= 6 for n in check_index(path, _want((range(40), "a"))).values())
+    assert all(b % 2 == 0 for (p, b) in counts) is False  # both assigners opened buckets
+    # Upserts keep their keys' buckets; new keys fill buckets with room, then open new ones.
+    lakesink.write(spark.createDataFrame(_rows(range(30, 70), "b"), SCHEMA).repartition(3), path)
+    (spark.createDataFrame(_rows(range(60, 90), "c"), SCHEMA).repartition(3).write.format("paimon")
+     .mode("append").save(path))
+    want = _want((range(40), "a"), (range(30, 70), "b"), (range(60, 90), "c"))
+    assert _by_key(path) == want
+    buckets = check_index(path, want)
+    assert all(n >= 45 // 5 for n in buckets.values())
+    # Buckets no key moved out of: every bucket of the first write still holds its keys.
+    assert set(counts) <= set(hash_index(path))
+
+
+def test_unpartitioned_and_through_format_paimon_alone(spark, tmp_path):
+    path = str(tmp_path / "wh" / "db.db" / "u")
+    (spark.createDataFrame([(i, f"a{i}") for i in range(20)], "id long, v string").repartition(2)
+     .write.format("paimon").option("primary-key", "id").option("dynamic-bucket.target-row-num", "4")
+     .mode("append").save(path))
+    lakesink.write(spark.createDataFrame([(i, f"b{i}") for i in range(10, 30)], "id long, v string"), path)
+    rows = read_table(path).to_pylist()
+    assert sorted((r["id"], r["v"]) for r in rows) == [(i, f"a{i}") for i in range(10)] + [
+        (i, f"b{i}") for i in range(10, 30)]
+    index = hash_index(path)
+    seen = [h for hashes, _ in index.values() for h in hashes]
+    assert len(seen) == len(set(seen)) == 30 and len(index) > 1
+
+
+def test_another_writer_in_the_partition_meanwhile_is_a_conflict(spark, tmp_path, monkeypatch):
+    """Two writers planned on one snapshot could give one new key two buckets: the later commit is
+    refused, naming the table and partition, and changes nothing."""
+    import lakesink.spark.keyed_write as keyed_write
+
+    path = str(tmp_path / "wh" / "db.db" / "t")
+    lakesink.write(spark.createDataFrame(_rows(range(10), "a"), SCHEMA), path, primary_key=["id", "dt"],
+                   partition_by=["dt"], options={"dynamic-bucket.target-row-num": "3"})
+    listed = keyed_write.list_parquet_files
+
+    def another_writer_commits_first(*args, **kwargs):
+        monkeypatch.setattr(keyed_write, "list_parquet_files", listed)
+        lakesink.write(spark.createDataFrame([(21, "d1", "other")], SCHEMA), path)
+        return listed(*args, **kwargs)
+
+    monkeypatch.setattr(keyed_write, "list_parquet_files", another_writer_commits_first)
+    before = latest_snapshot_id(path) + 1  # the other writer's
+    with pytest.raises(CommitConflictError, match=r"dynamic-bucket table .*partition \('d1',\)"):
+        lakesink.write(spark.createDataFrame([(21, "d1", "mine"), (23, "d1", "mine")], SCHEMA), path)
+    assert latest_snapshot_id(path) == before
+    assert _by_key(path) == {**_want((range(10), "a")), (21, "d1"): "other"}
+    assert leftover_files(path) == set()
+    lakesink.write(spark.createDataFrame([(21, "d1", "mine"), (23, "d1", "mine")], SCHEMA), path)
+    want = {**_want((range(10), "a")), (21, "d1"): "mine", (23, "d1"): "mine"}
+    assert _by_key(path) == want
+    check_index(path, want)
+
+
+@pytest.mark.parametrize("shuffle", ["true", "false"])
+def test_a_stream_writes_a_dynamic_bucket_table(spark, tmp_path, shuffle):
+    """lakesink.stream, micro-batches shuffled to their assigners or written by one task: each
+    batch assigns its new keys over the index the previous batch committed."""
+    source, path = tmp_path / "src", str(tmp_path / "wh" / "db.db" / "s")
+    batches = [[(i, f"b{b}-{i}", "+I") for i in range(b * 7, b * 7 + 12)] for b in range(4)]
+    _source(source, batches)
+    _stream(spark, source, path, str(tmp_path / "chk"),
+            {"primary-key": "id", "dynamic-bucket.target-row-num": "6", "write.keyed-shuffle": shuffle})
+    rows = read_table(path).to_pylist()
+    want = {}
+    for b, batch in enumerate(batches):
+        want.update({i: name for i, name, _ in batch})
+    assert {r["id"]: r["name"] for r in rows} == want and len(rows) == len(want)
+    index = hash_index(path)
+    seen = [h for hashes, _ in index.values() for h in hashes]
+    assert len(seen) == len(set(seen)) == len(want)
+    if shuffle == "true":
+        assert all(count <= 6 for _, count in index.values())
+
+
+@pytest.mark.parametrize("case", ["cross_partition", "bucket_key", "pipelined"])
+def test_what_dynamic_buckets_refuse_before_anything_is_written(spark, tmp_path, case):
+    path = str(tmp_path / "wh" / "db.db" / "r")
+    df = spark.createDataFrame(_rows(range(3), "a"), SCHEMA)
+    if case == "cross_partition":
+        with pytest.raises(ConfigurationError, match=r"cross-partition mode \(CROSS_PARTITION"):
+            lakesink.write(df, path, primary_key=["id"], partition_by=["dt"])
+        with pytest.raises(Exception, match=r"cross-partition mode \(CROSS_PARTITION"):
+            (df.write.format("paimon").option("primary-key", "id").option("partition", "dt")
+             .mode("append").save(path))
+    elif case == "bucket_key":
+        with pytest.raises(ConfigurationError, match="bucket-key with bucket=-1"):
+            lakesink.write(df, path, primary_key=["id", "dt"], options={"bucket-key": "id"})
+    else:
+        source = tmp_path / "src"
+        _source(source, [[(1, "a", "+I")]])
+        with pytest.raises(Exception, match="commit.mode=pipelined into the dynamic-bucket table"):
+            _stream(spark, source, path, str(tmp_path / "chk"), {"primary-key": "id", "commit.mode": "pipelined"})
+    assert not os.path.exists(os.path.join(path, "snapshot"))
