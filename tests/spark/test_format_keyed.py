@@ -305,7 +305,7 @@ def test_bad_rows_fail_the_write_and_leave_the_table_unchanged(spark, tmp_path):
 # -- streams -------------------------------------------------------------------------------------
 
 # Pipelined (and killed mid-protocol) in CI too: tests/spark/test_crash_format_keyed.py.
-@pytest.mark.parametrize("commit_mode", ["sync", pytest.param("pipelined", marks=pytest.mark.soak)])
+@pytest.mark.parametrize("commit_mode", ["sync", pytest.param("pipelined", marks=pytest.mark.soak), "dynamic"])
 def test_a_cdc_stream_through_format_paimon_ends_in_the_sources_final_state_key_for_key(spark, tmp_path,
                                                                                        commit_mode):
     """The promised call on a primary-key table made by a batch write: each micro-batch comes
@@ -317,8 +317,10 @@ def test_a_cdc_stream_through_format_paimon_ends_in_the_sources_final_state_key_
                [(i, f"v1-{i}", "+U") for i in range(0, 40, 3)] + [(i, None, "-D") for i in range(1, 40, 5)],
                [(i, f"v2-{i}", "+I") for i in range(40, 60)] + [(5, "v1-5", "-U"), (5, "v2-5", "+U")],
                [(i, None, "-D") for i in range(50, 60)] + [(1, "back-1", "+I"), (6, None, "-D")]]
+    # dynamic: a dynamic-bucket table (sync commits), buckets opened as 8 keys fill one
+    buckets = {"dynamic-bucket.target-row-num": "8"} if commit_mode == "dynamic" else {"bucket": "4"}
     _save(_df(spark, [(100, "made by a batch write", "+I")], partitions=1), path,
-          **{"primary-key": "id", "bucket": "4", "num-sorted-run.compaction-trigger": "3"})
+          **{"primary-key": "id", **buckets, "num-sorted-run.compaction-trigger": "3"})
     schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("op", pa.string())])
 
     def run():
@@ -348,5 +350,9 @@ def test_a_cdc_stream_through_format_paimon_ends_in_the_sources_final_state_key_
     assert {s.commit_user for s in snapshots(path) if s.commit_kind == "COMPACT"} == {user + ".compact"}
     assert saved_progress(StateStore(f"{chk}/lakesink")) == (3, False)
     service_log = runtime_dir() / runtime_name(chk, COMPACTION, ".log")
-    assert service_log.exists() == (commit_mode == "sync")
+    assert service_log.exists() == (commit_mode != "pipelined")
     assert leftover_files(path) == set()
+    if commit_mode == "dynamic":  # every key's hash in one bucket, compactions or not
+        from tests.interop.test_dynamic_buckets import hash_index
+        seen = [h for hashes, _ in hash_index(path).values() for h in hashes]
+        assert len(seen) == len(set(seen)) == len(set(range(60)) | {100}) and len(hash_index(path)) > 1
