@@ -142,3 +142,23 @@ def test_what_dynamic_buckets_refuse_before_anything_is_written(spark, tmp_path,
         with pytest.raises(Exception, match="commit.mode=pipelined into the dynamic-bucket table"):
             _stream(spark, source, path, str(tmp_path / "chk"), {"primary-key": "id", "commit.mode": "pipelined"})
     assert not os.path.exists(os.path.join(path, "snapshot"))
+
+
+def test_an_overwrite_assigns_afresh_and_row_level_changes_keep_buckets(spark, tmp_path):
+    """An overwrite replaces the partitions' keys, index included (Paimon's assigner ignores the
+    old index then); a delete and an update find each key in the bucket the index gives it."""
+    path = str(tmp_path / "wh" / "db.db" / "o")
+    lakesink.write(spark.createDataFrame(_rows(range(40), "a"), SCHEMA), path, primary_key=["id", "dt"],
+                   partition_by=["dt"], options={"dynamic-bucket.target-row-num": "5"})
+    lakesink.write(spark.createDataFrame(_rows(range(20, 30), "o"), SCHEMA), path, mode="overwrite")
+    want = _want((range(20, 30), "o"))
+    assert _by_key(path) == want
+    check_index(path, want)
+    assert sum(count for _, count in hash_index(path).values()) == 10
+    lakesink.write(spark.createDataFrame(_rows(range(25, 45), "b"), SCHEMA), path)
+    lakesink.delete(spark, path, "id < 23")
+    lakesink.update(spark, path, {"v": "concat(v, '!')"}, "id >= 40")
+    rows = _by_key(path)
+    assert rows == {**{k: v for k, v in want.items() if k[0] >= 23}, **_want((range(25, 40), "b")),
+                    **{k: v + "!" for k, v in _want((range(40, 45), "b")).items()}}
+    check_index(path, {**want, **_want((range(25, 45), "b"))})  # a deleted key keeps its hash (Paimon)

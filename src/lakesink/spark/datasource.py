@@ -210,8 +210,9 @@ def _plan_keyed_job(path: str, schema, opts: WriteOptions, mode: str):
     # write-only), by the same coordinator as on the fast path (on the driver: no Spark there).
     job.aggregate = job.aggregate or compacts_automatically(target, opts)
     spec = KeyedTaskSpec(job.staging_dir, layout, keyed, KeyedPlan(next_sequence, target.bucket_check_from,
-                                                             dynamic=dynamic_plan(target, keyed,
-                                                                                  target.bucket_check_from)),
+                                                             dynamic=dynamic_plan(
+                                                                 target, keyed, 0 if job.overwrite is not None
+                                                                 else target.bucket_check_from)),
                          job.compression, buffer_bytes(target, opts), opts.fs_options or None, create_dir=False,
                          paths=_in_place_paths(target, job.in_place))
     return job, spec

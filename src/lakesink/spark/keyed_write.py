@@ -37,7 +37,10 @@ def write_keyed(df, path: str, mode: str, opts: WriteOptions, path_name: str) ->
         return CommitReport(job.commit_user, job.identifier, skipped_replay=True)
     files = []
     try:
-        files = write_keyed_files(df, job.target, layout, spec, next_sequence, job.staging_dir, job.compression)
+        # An overwrite replaces what the partitions held: its keys are assigned afresh (Paimon's
+        # assigner ignores the old index), and its commit writes the new index alone.
+        files = write_keyed_files(df, job.target, layout, spec, next_sequence, job.staging_dir, job.compression,
+                                  0 if job.overwrite is not None else None)
     except BaseException as exc:
         job.abort(files)
         translated = translate_error(exc)

@@ -248,7 +248,9 @@ class PaimonTarget(CommitTarget[StagedFile]):
                 counts_at = check_from  # (now the latest snapshot checked)
         index = None
         if dynamic and files:
-            index, index_writer = dynamic_index.index_changes(table, files, latest)
+            # An overwrite's index starts empty: the keys it replaces are gone (pypaimon's overwrite
+            # drops the replaced partitions' index files; ours replace those of the buckets written).
+            index, index_writer = dynamic_index.index_changes(table, files, latest, fresh=overwrite is not None)
         identity.before_commit(self.file_io, self.path, commit_user, latest)
         place(table, files)
         crashpoints.reached("files-placed")

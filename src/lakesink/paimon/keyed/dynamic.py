@@ -115,10 +115,11 @@ def key_hashes_of(table_rows, spec: KeyedSpec, fields, prefixed: bool = False) -
 
 # -- at commit: the index files of the buckets that got new keys -----------------------------
 
-def index_changes(table, files, latest) -> tuple[dict, object]:
+def index_changes(table, files, latest, fresh: bool = False) -> tuple[dict, object]:
     """{(partition, bucket): (index entries to add, to delete)} for the data files `files`
-    (committables still staged or already placed) on top of snapshot `latest`, and the pypaimon
-    maintainer that wrote the new index files (its `abort()` removes them)."""
+    (committables still staged or already placed) on top of snapshot `latest` (`fresh`: an
+    overwrite, on top of nothing), and the pypaimon maintainer that wrote the new index files
+    (its `abort()` removes them)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from pypaimon.index.dynamic_bucket import DynamicBucketIndexMaintainer
@@ -142,10 +143,10 @@ def index_changes(table, files, latest) -> tuple[dict, object]:
         for key, found in pool.map(hashes, data):
             by_bucket.setdefault(key, []).append(found)
     existing = {}
-    if latest is not None:
+    if latest is not None and not fresh:
         for entry in IndexFileHandler(table).scan(latest, lambda e: e.index_file.index_type == HASH_INDEX):
             existing[(tuple(entry.partition.values), entry.bucket)] = entry
-    maintainer = DynamicBucketIndexMaintainer(table, snapshot=latest)
+    maintainer = DynamicBucketIndexMaintainer(table, ignore_existing=fresh, snapshot=latest)
     for (partition, bucket), parts in by_bucket.items():
         for value in np.unique(np.concatenate(parts)).tolist():
             maintainer.notify_new_record(partition, bucket, value)

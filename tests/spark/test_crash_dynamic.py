@@ -1,0 +1,58 @@
+"""The crash harness on a dynamic-bucket table (bucket=-1): a summing primary-key table (key id,
+grp; partitioned by grp) whose buckets open as 5 keys fill one, fed one source file per
+micro-batch, the driver killed where a commit has written its hash index files but no snapshot
+yet, and after the snapshot. Afterwards every key's sum is that of the whole source (no batch
+lost or counted twice, no key read twice) and the index holds each key's hash in exactly one
+bucket of its partition, nothing else: a killed attempt's index files are in no snapshot."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from lakesink.paimon.table.tables import open_table
+from tests.crash.harness import SUM_OPTIONS, Case, make_sum_source, sums_of
+from tests.helpers import read_table
+
+pytestmark = [pytest.mark.spark, pytest.mark.crash]
+
+DYNAMIC = {"bucket": "-1", "dynamic-bucket.target-row-num": "5"}
+
+
+def _check_index(table_path: str) -> None:
+    from pypaimon.index.dynamic_bucket import _read_hashes
+    from pypaimon.index.index_file_handler import IndexFileHandler
+
+    from lakesink.paimon.files.keyhash import key_hashes
+    table = open_table(table_path)
+    by_partition: dict[tuple, Counter] = {}
+    for entry in IndexFileHandler(table).scan(None, lambda e: e.index_file.index_type == "HASH"):
+        by_partition.setdefault(tuple(entry.partition.values), Counter()).update(_read_hashes(table, entry))
+    rows = read_table(table_path)
+    hashes = key_hashes(rows.select(["id"]), ["id"], table.table_schema.fields).tolist()
+    wanted: dict[tuple, set] = {}
+    for grp, h in zip(rows.column("grp").to_pylist(), hashes):
+        wanted.setdefault((grp,), set()).add(h)
+    assert {p: set(c) for p, c in by_partition.items()} == wanted
+    assert all(n == 1 for c in by_partition.values() for n in c.values()), "a key's hash in two buckets"
+
+
+@pytest.mark.parametrize("mode, points", [
+    ("fast", ["before-snapshot@2", "after-snapshot@3"]),
+    pytest.param("native", ["files-placed@2", "after-snapshot@3"], marks=pytest.mark.full),
+])
+def test_a_dynamic_bucket_table_killed_mid_commit_counts_every_batch_once(tmp_path, mode, points):
+    case = Case(tmp_path, mode, "sync", cdc=True, options={**SUM_OPTIONS, **DYNAMIC}, extra_column="score")
+    prefixes = make_sum_source(case.source, files=len(points) + 2)
+    for point in points:
+        case.crash(point)
+        have = sums_of(read_table(case.table)) if Path(case.table, "snapshot").exists() else {}
+        assert have in prefixes, f"after {case.runs[-1].log} the sums are those of no whole number of batches"
+    case.finish()
+    tally = case.check_sums(prefixes[-1])
+    assert tally.kills == len(points)
+    assert tally.exactly_once and not tally.problems, tally.problems
+    _check_index(case.table)
+    assert open_table(case.table).table_schema.options["bucket"] == "-1"
