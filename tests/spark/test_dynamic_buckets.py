@@ -55,7 +55,9 @@ def test_small_target_row_num_opens_buckets_and_keeps_each_key_in_one(spark, tmp
     want = _want((range(40), "a"), (range(30, 70), "b"), (range(60, 90), "c"))
     assert _by_key(path) == want
     buckets = check_index(path, want)
-    assert all(n >= 45 // 5 for n in buckets.values())
+    # 35 keys a partition after the lakesink.write calls (exact), format("paimon")'s 10 more may
+    # overshoot the buckets they land in (its tasks cannot count each other's keys)
+    assert all(n >= 35 // 5 for n in buckets.values())
     # Buckets no key moved out of: every bucket of the first write still holds its keys.
     assert set(counts) <= set(hash_index(path))
 
@@ -123,7 +125,7 @@ def test_a_stream_writes_a_dynamic_bucket_table(spark, tmp_path, shuffle):
         assert all(count <= 6 for _, count in index.values())
 
 
-@pytest.mark.parametrize("case", ["cross_partition", "bucket_key", "pipelined"])
+@pytest.mark.parametrize("case", ["cross_partition", "bucket_key", "pipelined", "unstable_key"])
 def test_what_dynamic_buckets_refuse_before_anything_is_written(spark, tmp_path, case):
     path = str(tmp_path / "wh" / "db.db" / "r")
     df = spark.createDataFrame(_rows(range(3), "a"), SCHEMA)
@@ -136,6 +138,14 @@ def test_what_dynamic_buckets_refuse_before_anything_is_written(spark, tmp_path,
     elif case == "bucket_key":
         with pytest.raises(ConfigurationError, match="bucket-key with bucket=-1"):
             lakesink.write(df, path, primary_key=["id", "dt"], options={"bucket-key": "id"})
+    elif case == "unstable_key":  # keys read twice (for the assigners, then with the rows) must agree
+        import random
+
+        from pyspark.sql import functions as F
+        coin = F.udf(lambda: random.randrange(1 << 40), "long").asNondeterministic()
+        unstable = spark.range(50).select(coin().alias("id"), F.lit("d0").alias("dt"), F.lit("x").alias("v"))
+        with pytest.raises(ConfigurationError, match="differs between two evaluations of the input"):
+            lakesink.write(unstable, path, primary_key=["id", "dt"], partition_by=["dt"])
     else:
         source = tmp_path / "src"
         _source(source, [[(1, "a", "+I")]])

@@ -266,12 +266,12 @@ def test_updating_a_primary_key_or_partition_column_of_a_keyed_table_is_refused(
 
 
 def test_tables_lakesink_cannot_change_row_by_row_are_refused_by_kind(spark, warehouse):
-    dynamic = str(warehouse / "dynamic")
+    postpone = str(warehouse / "postpone")
     from lakesink.paimon.table import tables
-    tables.create_table(dynamic, pa.schema([pa.field("id", pa.int64(), nullable=False), ("amount", pa.float64())]),
-                        [], ["id"], {})
-    with pytest.raises(UnsupportedTableError, match="dynamic or postpone"):
-        lakesink.delete(spark, dynamic, where="id = 1")
+    tables.create_table(postpone, pa.schema([pa.field("id", pa.int64(), nullable=False), ("amount", pa.float64())]),
+                        [], ["id"], {"bucket": "-2"})
+    with pytest.raises(UnsupportedTableError, match="postpone buckets"):
+        lakesink.delete(spark, postpone, where="id = 1")
     first_row = str(warehouse / "first_row")
     lakesink.write(spark.createDataFrame(ROWS[:3], SCHEMA), first_row, primary_key=["id"],
                    options={"bucket": "1", "merge-engine": "first-row"})

@@ -21,6 +21,9 @@ from ..paimon.keyed.layout import KeyedSpec
 from .bucket import task_keys, with_key_hash
 
 KEY_HASH = "lakesink_key_hash"
+_UNSEEN = ("a row's primary key differs between two evaluations of the input (a dynamic-bucket write reads "
+           "its keys, then its rows): make the key columns deterministic, or persist the input first. "
+           "Nothing was written.")
 _ASSIGNER = "lakesink_assigner"
 
 
@@ -32,6 +35,9 @@ def default_assigners(spark) -> int:
 
 
 def with_dynamic_bucket(df, spec: KeyedSpec, fields, hidden: list[str], plan: DynamicPlan, name: str):
+    from pyspark.sql import functions as F
+
+    from .keyed import ERROR_PREFIX
     """`df` (its partition values in the columns `hidden`) with an int column `name`: each row's
     bucket, assigned by `plan.assigners` Spark tasks as Paimon's assigners do."""
     hashed = with_key_hash(df, list(spec.trimmed_keys), fields, KEY_HASH, not_null=True)
@@ -41,9 +47,6 @@ def with_dynamic_bucket(df, spec: KeyedSpec, fields, hidden: list[str], plan: Dy
             .selectExpr("*", f"element_at(array({owners}), CAST(abs({KEY_HASH} % {n}) AS INT) + 1) AS {_ASSIGNER}")
             .repartition(n, _ASSIGNER).drop(_ASSIGNER))
     key_schema = keys.schema
-    from .arrow import spark_to_arrow
-    arrow_keys = spark_to_arrow(key_schema)
-    out_schema = pa.schema([*arrow_keys, pa.field(name, pa.int32(), nullable=False)])
 
     def assign(batches):
         import numpy as np
@@ -51,15 +54,18 @@ def with_dynamic_bucket(df, spec: KeyedSpec, fields, hidden: list[str], plan: Dy
         batches = list(batches)
         if not batches:
             return
-        table = pa.Table.from_batches(batches, schema=arrow_keys)
+        table = pa.Table.from_batches(batches)  # Spark's own nullability, whatever the plan said
         partitions = list(zip(*[table.column(h).to_pylist() for h in hidden])) if hidden else [()] * table.num_rows
         hashes = table.column(KEY_HASH).to_numpy().astype(np.int32)
         buckets = assigners.assign(partitions, hashes)
-        yield from pa.Table.from_arrays([*table.columns, pa.array(buckets, pa.int32())],
-                                        schema=out_schema).to_batches()
+        yield from table.append_column(pa.field(name, pa.int32(), nullable=False),
+                                       pa.array(buckets, pa.int32())).to_batches()
 
     from pyspark.sql.types import IntegerType, StructField, StructType
     assigned = keys.mapInArrow(assign, StructType([*key_schema.fields, StructField(name, IntegerType(), False)]))
     on = [*hidden, KEY_HASH]
-    joined = hashed.join(assigned, on=[hashed[c] == assigned[c] for c in on])
-    return joined.select(*[hashed[c] for c in hashed.columns if c != KEY_HASH], assigned[name])
+    # The input is evaluated twice (its keys, then its rows): a row whose key the assigners never
+    # saw (keys computed nondeterministically) fails the write rather than vanish from it.
+    joined = hashed.join(assigned, on=[hashed[c] == assigned[c] for c in on], how="left")
+    bucket = F.when(assigned[name].isNull(), F.raise_error(F.lit(ERROR_PREFIX + _UNSEEN))).otherwise(assigned[name])
+    return joined.select(*[hashed[c] for c in hashed.columns if c != KEY_HASH], bucket.cast("int").alias(name))

@@ -76,10 +76,10 @@ def open_statement(spark, name: str, commit_user, commit_identifier, what: str) 
     buckets = int(table.total_buckets or -1)
     options = dict(table.table_schema.options)
     if keyed:
-        if buckets < 1:
+        if buckets < 1 and buckets != -1:  # -1: dynamic buckets, assigned through the hash index
             raise UnsupportedTableError(
-                f"{what}: {resolved.path} is a primary-key table with bucket={buckets} (dynamic or postpone "
-                "buckets), which lakesink does not write yet; row-level changes need a fixed bucket count. "
+                f"{what}: {resolved.path} is a primary-key table with bucket={buckets} (postpone buckets), "
+                "which lakesink does not write yet; row-level changes need a fixed or dynamic bucket count. "
                 "Nothing was changed.", table=resolved.path)
         engine = str(options.get("merge-engine", "deduplicate")).strip().lower()
         if engine != "deduplicate":
