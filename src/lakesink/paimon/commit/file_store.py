@@ -152,7 +152,7 @@ class _CompactionTolerantCheck:
         if commit_kind == "OVERWRITE":
             return self._inner.check(latest, entries, commit_kind, snapshot_manager, scanner)
         scanner = _WithoutCompactions(scanner)
-        if self._keyed is None:
+        if self._keyed is None or commit_kind != "APPEND":
             return self._inner.check(latest, entries, commit_kind, snapshot_manager, scanner)
         return self._check_key_ranges(latest, entries, snapshot_manager, scanner)
 
