@@ -143,3 +143,31 @@ def test_a_writer_that_publishes_first_while_the_commit_publishes_is_checked_on_
     assert racing.done and report.attempts == 2
     assert [s.commit_user for s in snapshots(path)][-1] == USER
     assert state(path) == {**BASE, 1: "ours", 5: "ours", 20: "other", 21: "other"}
+
+
+@pytest.fixture(scope="module")
+def java_paimon():
+    from tests.interop.oracle import JavaPaimon, Unavailable
+    from tests.requirements import unavailable
+    try:
+        return JavaPaimon()
+    except Unavailable as exc:
+        unavailable(f"Java Paimon reader unavailable: {exc}")
+
+
+@pytest.mark.interop
+def test_paimons_java_reader_reads_both_writers_files_as_pypaimon_does(tmp_path, java_paimon):
+    """Level-0 files of two writers with the same sequence numbers (keys apart), then a later
+    write over keys of both: Apache Paimon's own reader keeps the same version of every key."""
+    path = new_table(tmp_path / "wh")
+    pypaimon_append(open_table(path), rows(*BASE.items()))
+    target, ours = planned(path, rows((1, "ours"), (2, "ours"), (3, "ours")))
+    another_writer(path, *[(i, "other") for i in range(20, 26)])
+    Committer(target, USER).commit(1, ours)
+    target, later = planned(path, rows((2, "later"), (21, "later")))
+    Committer(target, USER).commit(2, later)
+
+    expected = {**BASE, 1: "ours", 2: "later", 3: "ours", 21: "later", **{i: "other" for i in (20, 22, 23, 24, 25)}}
+    by_java = java_paimon.read(path, tmp_path / "java")
+    assert len(by_java) == len(expected)
+    assert {r["id"]: r["v"] for r in by_java} == expected == state(path)

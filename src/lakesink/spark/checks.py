@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..errors import ConfigurationError, LakesinkError, NullValueError
 from .sqltext import ident, string
 
-ERROR_PREFIX = "lakesink keyed write: "  # (the name predates the checks of append writes; tests match it)
+ERROR_PREFIX = "lakesink write: "
 
 
 def not_null(name: str, primary_key: bool = False) -> str:
