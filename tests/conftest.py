@@ -11,6 +11,14 @@ import pytest
 os.environ.setdefault("LAKESINK_COMMITTER_IDLE_SECONDS", "5")
 
 
+def pytest_configure(config):
+    # Once, in the controlling process, before test workers start (they inherit the setting).
+    if not hasattr(config, "workerinput"):
+        from tests.jvm import configure
+
+        configure()
+
+
 @pytest.fixture(scope="session")
 def spark():
     os.environ.setdefault("LAKESINK_MASTER", "local[2]")
