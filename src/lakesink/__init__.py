@@ -26,7 +26,8 @@ from .errors import (AlreadyCommittedError, AmbiguousTableNameError, BackgroundC
                      MaintenanceError, MultipleMatchError, NotAPaimonTableError, RestoreError, SchemaMismatchError,
                      SnapshotNotFoundError, StreamStopped, TableAlreadyExistsError, TableNotFoundError,
                      TagNotFoundError, UnknownOptionError, UnsafePublicationError, UnsupportedOptionError,
-                     UnsupportedStatementError, UnsupportedTableError, UnsupportedTypeError)
+                     UnsupportedStatementError, UnsupportedTableError, UnsupportedTypeError, NullValueError,
+                     KeyRangeConflictError)
 from . import jdbc  # lakesink.jdbc.write(...): PostgreSQL / SQLite sink (imports psycopg only when used)
 
 if TYPE_CHECKING:
@@ -387,7 +388,7 @@ __all__ = ["jdbc", "session", "register", "catalog", "resolve_table", "sql", "wr
            "BackgroundCommitError", "StreamStopped", "CheckpointMismatchError", "EnvironmentSetupError",
            "JobAbortedError", "CorruptStateError", "MaintenanceError", "DatabaseConnectionError",
            "UnsupportedTypeError", "DuplicateKeyError", "UnsupportedStatementError",
-           "MultipleMatchError"]
+           "MultipleMatchError", "NullValueError", "KeyRangeConflictError"]
 
 
 def __getattr__(name: str) -> Any:

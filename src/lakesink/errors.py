@@ -73,6 +73,40 @@ class SchemaMismatchError(LakesinkError, ValueError):
     """The data's schema does not fit the table. Nothing was written."""
 
 
+class NullValueError(SchemaMismatchError, ConfigurationError):
+    """A row holds null in a column the table declares NOT NULL (every primary-key column, and
+    any the table's creator declared so). Enforced as Delta enforces NOT NULL: a nullable
+    DataFrame column is accepted, and the write fails when a null actually arrives, before its
+    commit. `column`: the column. Nothing was written."""
+
+    def __init__(self, message: str = "", *, column: str | None = None, table: str | None = None):
+        super().__init__(message, table=table)
+        self.column = column
+
+    @staticmethod
+    def text(column: str, primary_key: bool = False) -> str:
+        """The message for `column` (also raised as text inside Spark jobs: `from_text` reads it back)."""
+        if primary_key:
+            return (f"primary-key column {column!r} is null in some row; primary-key columns must not be null. "
+                    "Nothing was written.")
+        return (f"NOT NULL column {column!r} is null in some row; the table declares the column NOT NULL. "
+                "Filter those rows out or fill the column (e.g. coalesce) before writing. Nothing was written.")
+
+    @classmethod
+    def of(cls, column: str, primary_key: bool = False, table: str | None = None) -> NullValueError:
+        return cls(cls.text(column, primary_key), column=column, table=table)
+
+    @classmethod
+    def from_text(cls, message: str) -> NullValueError | None:
+        """The error whose `text` starts `message`, or None."""
+        import ast
+        import re
+
+        found = re.match(r"(?:primary-key|NOT NULL) column ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\") is null in some "
+                         r"row", message)
+        return cls(message, column=ast.literal_eval(found.group(1))) if found else None
+
+
 class MultipleMatchError(LakesinkError, ValueError):
     """A MERGE matched one target row with several source rows that a clause would apply to
     (Delta's rule). Nothing was changed."""
@@ -145,6 +179,20 @@ class CommitStateUnknownError(LakesinkError):
 
 class CommitConflictError(CommitFailedError):
     """Another writer changed what this commit depends on."""
+
+
+class KeyRangeConflictError(CommitConflictError):
+    """Another writer committed files into a bucket of a primary-key table that this commit writes,
+    after the snapshot its sequence numbers were planned on, with keys in the range this commit's
+    files hold there: which version of such a key is the later one cannot be told. Nothing of this
+    commit is visible. `partition`, `bucket`, `key_range` (the overlap: first and last key, tuples),
+    `other_commit_user` and `snapshot` (the other writer's snapshot)."""
+
+    def __init__(self, message: str = "", *, partition: tuple | None = None, bucket: int | None = None,
+                 key_range: tuple | None = None, other_commit_user: str | None = None, **fields):
+        super().__init__(message, **fields)
+        self.partition, self.bucket, self.key_range = partition, bucket, key_range
+        self.other_commit_user = other_commit_user
 
 
 class CatalogLockTimeoutError(CommitFailedError):

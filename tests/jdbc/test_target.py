@@ -258,8 +258,12 @@ def test_jdbc_options_come_from_the_registry_and_a_typo_names_the_known_keys():
     with pytest.raises(UnknownOptionError) as err:
         JdbcOptions.parse({"url": "sqlite:///x.db", "dbtable": "t", "batchsze": "5"})
     assert err.value.option == "batchsze" and "batchsize" in str(err.value)
-    with pytest.raises(UnknownOptionError):  # file-system options are not database options
-        JdbcOptions.parse({"url": "sqlite:///x.db", "fs.s3.endpoint": "http://x"})
+    # File-system options are no database options: they reach a stream's checkpoint, nothing else.
+    given = JdbcOptions.parse({"url": "sqlite:///x.db", "dbtable": "t", "fs.s3.accesskeyid": "id"})
+    assert given.fs_options == {"fs.s3.accessKeyId": "id"}
+    given.check(streaming=True)
+    with pytest.raises(ConfigurationError, match="only reach a stream's checkpoint"):
+        given.check()
     with pytest.raises(InvalidOptionError, match="BatchSize"):
         JdbcOptions.parse({"BatchSize": "0"})
     opts = JdbcOptions.parse({"URL": "sqlite:///x.db", "path": "t", "WRITE.MODE": "Upsert", "upsert.key": "a, b",

@@ -251,6 +251,66 @@ def test_another_writer_committing_to_the_same_buckets_meanwhile_is_a_conflict(s
     assert _by_key(table_path)[(3,)]["name"] == "mine"
 
 
+def _while_another_writer_commits(spark, table_path, rows, keys, marker):
+    """A DataFrame of `rows` whose task first lets another writer (pypaimon's own) commit `keys`
+    into the table: after the write reading it was planned, before its commit (once: `marker`)."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()), ("dt", pa.string())])
+    others = pa.table({"id": pa.array(list(keys), pa.int64()), "name": ["b"] * len(keys), "dt": ["d"] * len(keys)},
+                      schema=schema)
+
+    def task(batches):
+        for batch in batches:
+            try:
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                pass
+            else:
+                from pypaimon.table.file_store_table import FileStoreTable
+                pypaimon_append(FileStoreTable.from_path(table_path), others)
+            yield batch
+
+    return _df(spark, rows).mapInArrow(task, SCHEMA)
+
+
+@pytest.mark.parametrize("path_kind", ["fast", "native"])
+def test_two_writers_of_one_bucket_with_keys_apart_both_commit_and_later_writes_win(spark, table_path, tmp_path,
+                                                                                  path_kind):
+    """Another writer commits into the bucket while a write runs (both planned on the same
+    snapshot, so with the same sequence numbers): the write's keys do not meet the other's, so it
+    commits after it. Keys meeting: a KeyRangeConflictError naming the bucket, the keys and the
+    other writer, and the table is as the other writer left it."""
+    from lakesink.errors import KeyRangeConflictError
+    from tests.helpers import snapshots, write
+
+    lakesink.write(_df(spark, [(i, f"v1-{i}", "d") for i in range(100)]), table_path, primary_key=["id"],
+                   options={"bucket": "1"})
+    apart = _while_another_writer_commits(spark, table_path, [(3, "a", "d"), (50, "a", "d")], range(200, 210),
+                                          str(tmp_path / "apart"))
+    write(apart, table_path, path_kind)  # keys 3..50; the other's 200..209
+    users = [s.commit_user for s in snapshots(table_path)]
+    assert len(users) == 3 and users[0] != users[1] != users[2]
+    expected = {i: f"v1-{i}" for i in range(100)} | {3: "a", 50: "a"} | {k: "b" for k in range(200, 210)}
+    assert {k[0]: r["name"] for k, r in _by_key(table_path).items()} == expected
+
+    meeting = _while_another_writer_commits(spark, table_path, [(10, "a2", "d"), (60, "a2", "d")], [40, 300],
+                                            str(tmp_path / "meeting"))
+    with pytest.raises(Exception) as caught:  # keys 10..60 meet the other's 40..300
+        write(meeting, table_path, path_kind)
+    other = snapshots(table_path)[-1].commit_user
+    assert other != users[-1] and len(snapshots(table_path)) == 4  # the other's snapshot, none of ours
+    assert "keys 40 to 60 to partition (), bucket 0" in str(caught.value) and repr(other) in str(caught.value)
+    if path_kind == "fast":
+        assert isinstance(caught.value, KeyRangeConflictError)
+        assert caught.value.other_commit_user == other and caught.value.key_range == ((40,), (60,))
+    expected |= {40: "b", 300: "b"}
+    assert {k[0]: r["name"] for k, r in _by_key(table_path).items()} == expected
+    assert leftover_files(table_path) == set()
+    # Later writes over keys of both writers win: they plan above every file of the bucket.
+    write(_df(spark, [(3, "c", "d"), (205, "c", "d"), (40, "c", "d")]), table_path, path_kind)
+    expected |= {3: "c", 205: "c", 40: "c"}
+    assert {k[0]: r["name"] for k, r in _by_key(table_path).items()} == expected
+
+
 def test_replay_of_committed_identity_is_skipped(spark, table_path):
     df = _df(spark, [(i, "x", "d") for i in range(10)])
     kw = dict(primary_key=["id"], options={"bucket": "2"}, commit_user="nightly", commit_identifier=7)

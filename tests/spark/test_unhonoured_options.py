@@ -124,3 +124,38 @@ def test_a_write_cannot_add_a_merge_engine_to_a_table_that_has_none(spark, table
     before.check()
     # Paimon's default, named explicitly, is what the table already does: accepted.
     lakesink.write(rows(spark).drop("op"), table_path, options={"merge-engine": "deduplicate"})
+
+
+# ---------------------------------------------------------------- sequence.snapshot-ordering (Paimon 2.0)
+
+SNAPSHOT_ORDERING = {"sequence.snapshot-ordering": "true"}
+
+
+@pytest.mark.parametrize("path_kind", PATHS)
+def test_snapshot_ordering_is_refused_at_create_and_at_a_write(spark, table_path, path_kind):
+    with pytest.raises(Exception, match="sequence.snapshot-ordering=true") as info:
+        write(rows(spark).drop("op"), table_path, path_kind, **{"primary-key": "id", "bucket": "2"},
+              **SNAPSHOT_ORDERING)
+    assert "ordered first by the snapshot that committed them" in str(info.value)
+    assert not os.path.exists(os.path.join(table_path, "schema"))
+    # ... and given to a write into a keyed table without it
+    lakesink.write(rows(spark).drop("op"), table_path, primary_key=["id"], options={"bucket": "2"})
+    before = Unchanged(table_path)
+    with pytest.raises(Exception, match="sequence.snapshot-ordering=true"):
+        write(rows(spark).drop("op"), table_path, path_kind, **SNAPSHOT_ORDERING)
+    before.check()
+    # false is what lakesink does: accepted
+    write(rows(spark).drop("op"), table_path, path_kind, **{"sequence.snapshot-ordering": "false"})
+
+
+@pytest.mark.parametrize("path_kind", PATHS)
+def test_a_keyed_table_holding_snapshot_ordering_is_not_written(spark, warehouse, path_kind):
+    path = pypaimon_table(warehouse, f"ordered_{path_kind}", {"bucket": "2", **SNAPSHOT_ORDERING},
+                          primary_keys=["id"])
+    before = Unchanged(path)
+    with pytest.raises(Exception, match="has sequence.snapshot-ordering=true, which lakesink cannot write yet"):
+        write(rows(spark).drop("op"), path, path_kind)
+    before.check()
+    if path_kind == "fast":
+        with pytest.raises(UnsupportedTableError, match="sequence.snapshot-ordering"):
+            lakesink.write(rows(spark).drop("op"), path)

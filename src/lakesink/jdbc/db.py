@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from .. import dbapi
 from ..errors import ConfigurationError, DatabaseConnectionError
 from .options import JdbcOptions
 
@@ -129,14 +129,7 @@ class Database:
                 yield conn.cursor()
             return
         # IMMEDIATE: take the write lock now, not at the first write (no deadlock on upgrade).
-        for attempt in range(3):
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                break
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or attempt == 2:
-                    raise
-                time.sleep(0.5)
+        dbapi.retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"), attempts=3, pause=lambda attempt: 0.5)
         cur = conn.cursor()
         try:
             yield cur

@@ -30,12 +30,13 @@ class JdbcOptions:
     commit_identifier: int | None = None
     staging_schema: str = "lakesink"
     checkpoint: str | None = None
+    fs_options: dict[str, str] = field(default_factory=dict)  # to reach a stream's checkpoint (fs.s3.*, ...)
 
     @classmethod
     def parse(cls, options: Mapping[str, object]) -> JdbcOptions:
         """Typed options; unknown keys and bad values fail here, naming the key as given."""
         raw = {str(k): v for k, v in options.items()}
-        typed = registry.parse(raw, ("jdbc",), storage=False)
+        typed = registry.parse(raw, ("jdbc",))
         given = {registry.canonical(k, ("jdbc",)): k for k in raw}
         out = cls()
         out.url = (typed.get("url") or "").strip()
@@ -55,6 +56,7 @@ class JdbcOptions:
         out.commit_identifier = typed.get("commit.identifier")
         out.staging_schema = typed.get("staging.schema", out.staging_schema)
         out.checkpoint = typed.get("checkpointLocation")
+        out.fs_options = registry.storage_options(raw)
         return out
 
     def check(self, streaming: bool = False) -> JdbcOptions:
@@ -75,6 +77,9 @@ class JdbcOptions:
             # Without an identifier a re-run cannot be told from a new run.
             raise ConfigurationError(f"commit.user={self.commit_user!r} needs commit.identifier for a batch write: "
                                      "give both (a stable user and an increasing number) or neither.")
+        if not streaming and self.fs_options:
+            raise ConfigurationError(f"Storage options ({', '.join(sorted(self.fs_options))}) only reach a stream's "
+                                     "checkpoint: a batch write into a database has no files. Remove them.")
         if streaming and self.commit_identifier is not None:
             raise ConfigurationError("commit.identifier is the batch id in streaming: do not set it.")
         return self

@@ -2,10 +2,11 @@
 
 State in `<checkpoint>/lakesink/` (no credentials, no pickle):
 
-* `jdbc-sink.json` — `{"format": "lakesink.jdbc-stream-sink", "version": 1, "commit_user": ...,
-  "table": "postgresql://host:5432/db/public.orders", "query_id": ...}`: binds the checkpoint
-  to one table and one commit user (derived from the query id Spark keeps in
-  `<checkpoint>/metadata`, stable across restarts).
+* `jdbc-sink.json` — binds the checkpoint to one table (`"table":
+  "postgresql://host:5432/db/public.orders"`) and one commit user (derived from the query id
+  Spark keeps in `<checkpoint>/metadata`, stable across restarts): `protocol.binding`, format
+  `lakesink.jdbc-stream-sink`. The checkpoint is reached with the writer's storage options
+  (`fs.s3.*`, ...).
 * `pending-<batch>.json` — a batch accepted but not yet committed (`protocol.state`),
   committed by `restore()` before any new batch.
 
@@ -16,23 +17,19 @@ batch finds and drops what a dead attempt left.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import hashlib
 import logging
-import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from ..errors import CheckpointMismatchError, CommitStateUnknownError, ConfigurationError, CorruptStateError
+from ..errors import CommitStateUnknownError, ConfigurationError
 from ..protocol import CommitReport, Committer, PendingStore, StateStore
+from ..protocol.binding import CheckpointBinding, sink_state
 from .job import JdbcJob
 from .options import JdbcOptions
 from .target import JdbcTarget, StagedRows
 
 log = logging.getLogger(__name__)
-SINK_FORMAT = "lakesink.jdbc-stream-sink"
-SINK_VERSION = 1
-SINK_FILE = "jdbc-sink.json"
+SINK_FILE, SINK_FORMAT = "jdbc-sink.json", "lakesink.jdbc-stream-sink"  # the binding (protocol.binding)
 
 
 class JdbcStreamSink:
@@ -47,6 +44,7 @@ class JdbcStreamSink:
                                      ".option('checkpointLocation', '/path/to/chk') on the writeStream.")
         self.checkpoint = checkpoint.rstrip("/")
         self.explicit_user = options.commit_user
+        self.fs_options = dict(options.fs_options)  # to reach the checkpoint (fs.s3.*, ...)
         self.query_id = query_id
         self.job = JdbcJob.plan(options, schema, streaming=True)
         self.commit_user: str | None = self._check_binding()
@@ -55,38 +53,22 @@ class JdbcStreamSink:
 
     @property
     def store(self) -> StateStore:
-        return StateStore(f"{self.checkpoint}/lakesink")
+        return sink_state(self.checkpoint, self.fs_options)
 
     def describe_table(self) -> str:
         return f"{self.job.db.describe()}/{self.job.table}"
 
+    def _binding(self) -> CheckpointBinding:
+        return CheckpointBinding(self.store, self.checkpoint, SINK_FILE, SINK_FORMAT, self.describe_table())
+
     def _check_binding(self) -> str | None:
-        binding = self.store.read_json(SINK_FILE)
-        if binding is None:
-            return None
-        if binding.get("format") != SINK_FORMAT or binding.get("version") != SINK_VERSION:
-            raise CorruptStateError(f"{self.checkpoint}/lakesink/{SINK_FILE} has an unknown format: {binding!r}")
-        if binding["table"] != self.describe_table():
-            raise CheckpointMismatchError(f"Checkpoint {self.checkpoint} belongs to {binding['table']}, not "
-                                          f"{self.describe_table()}. Use a new checkpoint location for another table.")
-        if self.explicit_user and self.explicit_user != binding["commit_user"]:
-            raise CheckpointMismatchError(f"Checkpoint {self.checkpoint} was written by commit user "
-                                          f"{binding['commit_user']!r}; commit.user={self.explicit_user!r} would "
-                                          "make replays unrecognisable.")
-        return binding["commit_user"]
+        return self._binding().commit_user(self.explicit_user)
 
     def bind(self) -> str:
         """Bind the checkpoint to this table and a commit user, once (at the first batch at the latest)."""
-        if self.commit_user is not None:
-            return self.commit_user
-        query = self.query_id()
-        if not (self.explicit_user or query):
-            log.warning("no query id in %s/metadata: the commit user is random (kept in %s)", self.checkpoint, SINK_FILE)
-        user = self.explicit_user or f"lakesink-stream-{query or uuid.uuid4()}"
-        self.store.write_json(SINK_FILE, {"format": SINK_FORMAT, "version": SINK_VERSION, "commit_user": user,
-                                          "table": self.describe_table(), "query_id": query})
-        self.commit_user = user
-        return user
+        if self.commit_user is None:
+            self.commit_user = self._binding().bind(self.explicit_user, self.query_id)
+        return self.commit_user
 
     def token(self, batch_id: int) -> str:
         return f"{hashlib.sha256(self.bind().encode()).hexdigest()[:12]}b{batch_id}"

@@ -482,6 +482,12 @@ _unhonoured(
     Unhonoured("metadata.iceberg-compatible", ("false",),
                "lakesink's commits do not write Iceberg metadata yet: Iceberg readers would keep seeing the "
                "table as it was. Unset the option, or write the table with Apache Paimon's Java writers."),
+    Unhonoured("sequence.snapshot-ordering", ("false",),
+               "With it (Paimon 2.0) the versions of a key are ordered first by the snapshot that committed "
+               "them, stamped on each data file at commit, then by sequence number; lakesink's commits do "
+               "not stamp that snapshot and its compaction and reads order by sequence numbers alone, so "
+               "the version Paimon keeps and the one lakesink keeps could differ. Create the table without "
+               "it, or write it with Apache Paimon's Java writers."),
 )
 
 

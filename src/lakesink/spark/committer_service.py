@@ -55,6 +55,7 @@ import time
 from .. import storage
 from ..errors import BackgroundCommitError
 from ..protocol import PendingStore, StateStore
+from ..protocol.binding import sink_state
 from .checkpoint import await_batch_end, query_id
 from ..protocol.pipelined import (COMMIT, COMPACTION, IDLE_SECONDS, STOP, CheckpointLock, raise_recorded_error,
                                   record_error, runtime_dir, runtime_name, socket_path, wake)
@@ -105,7 +106,9 @@ def await_commits(checkpoint: str, timeout: float = 120.0, options: dict | None 
     the table's own schema and `options` (e.g. file-system credentials). Raises
     the background committer's failure, or `BackgroundCommitError` after `timeout`.
     """
-    store = StateStore(f"{checkpoint.rstrip('/')}/lakesink")
+    from ..options import storage_options
+    options = options or {}
+    store = sink_state(checkpoint, storage_options(options))
     pending = PendingStore(store)
     lock = CheckpointLock(checkpoint)
     deadline = time.monotonic() + timeout
@@ -113,13 +116,13 @@ def await_commits(checkpoint: str, timeout: float = 120.0, options: dict | None 
         raise_recorded_error(store)
         waiting = pending.identifiers()
         if not waiting:
-            _await_rounds(checkpoint, store, options or {}, deadline)
+            _await_rounds(checkpoint, store, options, deadline)
             return
         if not lock.is_held_elsewhere():
             time.sleep(0.2)  # the service may be starting, or just finished its last batch
             if pending.identifiers() and not lock.is_held_elsewhere():
                 raise_recorded_error(store)
-                _commit_pending_here(checkpoint, store, options or {})
+                _commit_pending_here(checkpoint, store, options)
                 continue
         if time.monotonic() > deadline:
             raise BackgroundCommitError(f"Batches {list(waiting)} of {checkpoint} still pending after "
@@ -130,18 +133,18 @@ def await_commits(checkpoint: str, timeout: float = 120.0, options: dict | None 
 def _await_rounds(checkpoint: str, store: StateStore, options: dict, deadline: float) -> None:
     """Wait while compaction rounds are behind the committed batches: for the checkpoint's
     compaction service, or, when none runs (it died with the driver after Spark recorded the
-    batch, and the restarted query had no batch to start one), run the round here."""
+    batch, and the restarted query had no batch to start one), run the round here. Looks at the
+    binding, the table and the saved rounds only; builds the sink only to run a round."""
     from ..paimon.compaction.wiring import rounds_run_here
-    if store.read_json("sink.json") is None or rounds_run_here(checkpoint):
-        return  # never bound: nothing to compact after; or this process's stream runs the rounds
-    sink = _sink_here(checkpoint, store, options, missing_ok=True)
-    if sink is None or not sink.compacts:
-        return  # the table is gone, or never compacted after its writes
+    if rounds_run_here(checkpoint):
+        return  # this process's stream runs the rounds
     lock = CheckpointLock(checkpoint, COMPACTION)
-    while sink.rounds_behind():
+    while _rounds_behind(store, options):
         if lock.acquire(0.0):
             try:
-                sink.compaction_rounds().catch_up_round()  # restoring resolves a round left pending
+                sink = _sink_here(checkpoint, store, options, missing_ok=True)
+                if sink is not None and sink.compacts:
+                    sink.compaction_rounds().catch_up_round()  # restoring resolves a round left pending
             finally:
                 lock.release()
             return
@@ -149,6 +152,34 @@ def _await_rounds(checkpoint: str, store: StateStore, options: dict, deadline: f
             raise BackgroundCommitError(f"The compaction rounds of {checkpoint} have not caught up with its "
                                         "committed batches in time (the batches themselves are committed).")
         time.sleep(0.05)
+
+
+def _rounds_behind(store: StateStore, options: dict) -> bool:
+    """Whether a batch of the checkpoint's commit user landed after its newest compaction round (or
+    that round is unresolved), for a primary-key table its writes compact; False when the checkpoint
+    was never bound or the table is gone."""
+    from ..options import storage_options
+    from ..paimon.commit import identity
+    from ..errors import UnsupportedTableError
+    from ..paimon.compaction.keyed_aggregator import compacts_after_commit
+    from ..paimon.keyed.lsm_policy import check_compactable
+    from ..paimon.table.tables import open_table
+    from ..paimon.write.stream import SINK_FILE
+    from ..protocol.coordinator import saved_progress
+
+    binding = store.read_json(SINK_FILE)
+    if not isinstance(binding, dict):
+        return False  # never bound: nothing to compact after
+    table = open_table(binding["table"], storage_options(options) or None)
+    if table is None or not compacts_after_commit(dict(table.table_schema.options), table.primary_keys):
+        return False  # the table is gone, or its writes never compact
+    try:
+        check_compactable(table)
+    except UnsupportedTableError:
+        return False  # written, never compacted by lakesink (as the sink decides: compacts_automatically)
+    applied, pending = saved_progress(store)
+    last = identity.last_committed(table, binding["commit_user"])
+    return pending or (last is not None and (applied is None or applied < last))
 
 
 def _commit_pending_here(checkpoint: str, store: StateStore, options: dict) -> None:
@@ -159,10 +190,10 @@ def _sink_here(checkpoint: str, store: StateStore, options: dict, missing_ok: bo
     """The checkpoint's sink, built from its binding and the table's own schema (None when
     the table no longer exists and `missing_ok`)."""
     from ..options import WriteOptions
-    from ..paimon.write.stream import StreamSink
     from ..paimon.table.tables import arrow_schema, open_table
+    from ..paimon.write.stream import SINK_FILE, StreamSink
 
-    binding = store.read_json("sink.json")
+    binding = store.read_json(SINK_FILE)
     if binding is None:
         raise BackgroundCommitError(f"{checkpoint} has pending batches but no sink.json: not a lakesink "
                                     "stream checkpoint, or a damaged one.")
@@ -237,7 +268,7 @@ def serve(spec: dict, lock_fd: int) -> int:
     """The service's life: its role's work until idle; 0 when done, 1 on failure."""
     import pyarrow as pa
 
-    from ..options import WriteOptions
+    from ..options import WriteOptions, storage_options
     from ..paimon.write.stream import StreamSink
 
     checkpoint, role = spec["checkpoint"], spec.get("role", COMMIT)
@@ -250,7 +281,7 @@ def serve(spec: dict, lock_fd: int) -> int:
         work = _Committing(sink) if role == COMMIT else _Compacting(sink)
     except BaseException as exc:  # e.g. corrupt sink state: the next batch must hear of it
         if role == COMMIT:
-            record_error(StateStore(f"{checkpoint}/lakesink"), None, exc)
+            record_error(sink_state(checkpoint, storage_options(spec.get("options") or {})), None, exc)
         log.exception("%s service for %s could not start", role, checkpoint)
         lock.release()
         return 1

@@ -37,7 +37,7 @@ def default_assigners(spark) -> int:
 def with_dynamic_bucket(df, spec: KeyedSpec, fields, hidden: list[str], plan: DynamicPlan, name: str):
     from pyspark.sql import functions as F
 
-    from .keyed import ERROR_PREFIX
+    from .checks import ERROR_PREFIX
     """`df` (its partition values in the columns `hidden`) with an int column `name`: each row's
     bucket, assigned by `plan.assigners` Spark tasks as Paimon's assigners do."""
     hashed = with_key_hash(df, list(spec.trimmed_keys), fields, KEY_HASH, not_null=True)

@@ -17,6 +17,7 @@ from ..paimon.write.batch import BatchWrite
 from ..protocol import CommitReport, crashpoints
 from .arrow import spark_to_arrow
 from .catalog import resolve_for
+from .checks import checked_columns, translate_error
 from .output import check_spark_can_write, ensure_micros_timestamps, list_parquet_files, spark_output
 from .rewrite import distributed
 
@@ -60,8 +61,11 @@ def write(df, path: str, mode: str = "append", *, partition_by: Iterable[str] | 
         write_staged(df, job)
         crashpoints.reached("tasks-done")
         files = job.describe_staged(list_parquet_files(job.staging_dir, job.target.fs_options))
-    except BaseException:
+    except BaseException as exc:
         job.abort(files)
+        translated = translate_error(exc, job.target.path)
+        if translated is not None:
+            raise translated from None
         raise
     return job.commit(files)
 
@@ -70,7 +74,8 @@ def write_staged(df, job: BatchWrite) -> None:
     """Let Spark write `df` as Parquet into the job's staging directory, split by partition."""
     names = [f.name for f in job.layout.fields]
     keys = list(job.layout.partition_keys)
-    out = df.select(*names)
+    # NOT NULL columns: a null fails the job (a NullValueError once translated), as in Delta.
+    out = df.selectExpr(*checked_columns(df.schema, names, job.layout.not_null))
     hidden = [_HIDDEN.format(i) for i in range(len(keys))]
     for key, column in zip(keys, hidden):
         out = out.withColumn(column, out[key])

@@ -28,9 +28,9 @@ task keeps one file per bucket open): Spark adds no shuffle or sort of its own.
 
 from __future__ import annotations
 
-from ..errors import ConfigurationError
-from ..paimon.keyed.layout import KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec, null_key_refusal
+from ..paimon.keyed.layout import KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec
 from . import sqltext
+from .checks import ERROR_PREFIX, not_null
 from .bucket import task_keys, with_bucket
 from .sqltext import ident, string
 
@@ -47,7 +47,6 @@ _KEEP = "lakesink_keep"
 _RETRACT = "(" + ", ".join(str(k) for k in RETRACT_KINDS) + ")"
 _FILE = "lakesink_file"  # data | changelog (changelog-producer=input); its directory marks changelog files
 _ROW_INDEX_BITS = 33  # monotonically_increasing_id: partition id << 33 | row index in the partition
-ERROR_PREFIX = "lakesink keyed write: "
 MAX_OPEN_FILES = 64  # buckets one task may write at once, each file open (larger tables: sorted by bucket)
 
 
@@ -63,12 +62,14 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict, dynamic=None):
     keyed = spec.has_primary_key
     hidden = [HIDDEN_PARTITION.format(i) for i in range(len(spec.partition_keys))]
     first = []
+    nullable = {f.name for f in df.schema.fields if f.nullable}
+    required = {f.name for f in fields if not getattr(f.type, "nullable", True)}
     for name in names:
         column = ident(name)
-        if name in spec.primary_keys:
-            # In the column that is written, so the optimizer cannot prune the check away.
-            column = (f"CASE WHEN {column} IS NULL THEN raise_error("
-                      f"{string(ERROR_PREFIX + null_key_refusal(name))}) ELSE {column} END")
+        if name in spec.primary_keys or (name in required and name in nullable):
+            # Every input row (retractions too), in the column that is written, so the optimizer
+            # cannot prune the check away.
+            column = not_null(name, name in spec.primary_keys)
         first.append(f"{column} AS {ident(name)}")
     # rowkind.field naming a column the table does not have: carried to the kind, never written.
     kind_only = [spec.rowkind_field] if spec.rowkind_field and spec.rowkind_field not in names else []
@@ -279,12 +280,3 @@ def _with_bases(df, spec: KeyedSpec, hidden, next_sequence: dict):
     return joined.select(*[df[c] for c in df.columns], bases[_BASES])
 
 
-def translate_error(exc: BaseException) -> BaseException | None:
-    """A lakesink data error raised inside the Spark job, as a ConfigurationError (or None)."""
-    text = str(exc)
-    if ERROR_PREFIX not in text:
-        return None
-    message = text[text.index(ERROR_PREFIX) + len(ERROR_PREFIX):]
-    end = message.find("Nothing was written.")
-    message = message[: end + len("Nothing was written.")] if end >= 0 else message.splitlines()[0]
-    return ConfigurationError(message)

@@ -39,17 +39,17 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import storage
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, NullValueError
 from ..paimon.commit import intents
 from ..paimon.table import parquet_layout
 from ..paimon.files.datafiles import StagedFile, TableLayout, describe_parquet, with_encoding
 from ..paimon.keyed.layout import (KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec, kv_schema,
-                            null_key_refusal, row_kind_refusal, with_key_value_meta)
+                            row_kind_refusal, with_key_value_meta)
 from ..paimon.keyed.lsm_policy import LsmOptions
 from ..paimon.keyed.merge_engines import merge_run
 from .arrow import conform, distinct_values, split_by_partition
 from ..paimon.files.keyhash import bucket_ids, key_hashes
-from .tasks import ROW_GROUP_ROWS, check_job_alive
+from .tasks import ROW_GROUP_ROWS, check_job_alive, check_not_null
 
 SEQUENCE_SHIFT = 24          # flushes per task and write: up to 2^24
 DEFAULT_BUFFER_BYTES = 64 * 1024 * 1024
@@ -128,9 +128,8 @@ class KeyedTaskWriter:
         if data.num_rows == 0:
             return
         keyed = self.keyed
-        for name in keyed.primary_keys:
-            if data.column(name).null_count:
-                raise ConfigurationError(null_key_refusal(name))
+        # Every input row, retractions too: primary keys, then the table's other NOT NULL columns.
+        check_not_null(data, [*keyed.primary_keys, *self.spec.layout.not_null], keyed.primary_keys)
         if self.spec.order_column is not None:
             order = data.column(self.spec.order_column)
             data = data.drop_columns([self.spec.order_column])
@@ -386,7 +385,7 @@ def buffer_bytes(target, options) -> int:
 # -- lakesink.stream: a small micro-batch written by one task, no shuffle ---------------------
 
 _RESULT = pa.schema([("files", pa.binary())])
-_TASK_ERROR = re.compile(r"(?:lakesink\.errors\.)?ConfigurationError: ([^\n]*)")
+_TASK_ERROR = re.compile(r"(?:lakesink\.errors\.)?(ConfigurationError|NullValueError): ([^\n]*)")
 INPUT_ORDER = "__lakesink_input_order"
 
 
@@ -423,5 +422,7 @@ def write_in_one_task(df, spec: KeyedTaskSpec) -> list[StagedFile]:
         refusal = _TASK_ERROR.search(str(exc))
         if refusal is None:
             raise
-        raise ConfigurationError(refusal.group(1)) from None
+        if refusal.group(1) == "NullValueError":
+            raise NullValueError.from_text(refusal.group(2)) or NullValueError(refusal.group(2)) from None
+        raise ConfigurationError(refusal.group(2)) from None
     return [f for row in rows for f in pickle.loads(row["files"])]

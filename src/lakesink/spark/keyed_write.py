@@ -14,7 +14,8 @@ from ..paimon.write.keyed_plan import compacts_automatically, prepare_keyed_targ
 from ..paimon.write.batch import BatchWrite
 from ..protocol import CommitReport, crashpoints
 from .arrow import spark_to_arrow
-from .keyed import keyed_frame, translate_error
+from .checks import translate_error
+from .keyed import keyed_frame
 from .bucket import key_type
 from .output import check_spark_can_write, ensure_micros_timestamps, list_parquet_files, spark_output
 from .rewrite import distributed
@@ -43,7 +44,7 @@ def write_keyed(df, path: str, mode: str, opts: WriteOptions, path_name: str) ->
                                   0 if job.overwrite is not None else None)
     except BaseException as exc:
         job.abort(files)
-        translated = translate_error(exc)
+        translated = translate_error(exc, job.target.path)
         if translated is not None:
             raise translated from None
         raise

@@ -26,22 +26,6 @@ def list_parquet_files(directory: str, options: dict | None = None) -> list[str]
     return sorted(out)
 
 
-# Spark's Hadoop S3A options for the same store as a table's storage options, first
-# key found wins (the spellings pypaimon accepts). Hadoop reads per-write options
-# given to DataFrameWriter, so nothing goes into the session's shared conf.
-_S3A_OPTIONS = (
-    ("fs.s3a.endpoint", ("fs.s3.endpoint", "s3.endpoint", "fs.s3a.endpoint")),
-    ("fs.s3a.access.key", ("fs.s3.accessKeyId", "s3.access-key", "s3.access.key", "fs.s3a.access.key")),
-    ("fs.s3a.secret.key", ("fs.s3.accessKeySecret", "s3.secret-key", "s3.secret.key", "fs.s3a.secret.key")),
-    ("fs.s3a.session.token", ("fs.s3.securityToken", "s3.session-token", "s3.session.token",
-                              "fs.s3a.session.token")),
-    ("fs.s3a.endpoint.region", ("fs.s3.region", "s3.region", "fs.s3a.endpoint.region")),
-    ("fs.s3a.path.style.access", ("s3.path-style-access", "fs.s3.path-style-access",
-                                  "s3.path.style.access", "fs.s3a.path.style.access")),
-)
-_S3_SCHEMES = ("s3", "s3a", "s3n")
-
-
 @dataclass(frozen=True)
 class SparkOutput:
     """Where Spark's own writer puts a directory of the table's storage, and how it gets there."""
@@ -65,7 +49,7 @@ def spark_output(spark, path: str, fs_options: dict | None, path_name: str) -> S
     if reason is None:
         hadoop = _s3a_options(fs_options) if scheme == "s3a" else {}
         return SparkOutput(str(path), hadoop)
-    if scheme in _S3_SCHEMES and _spark_file_system(spark, "s3a") is None:
+    if scheme in storage.S3_SCHEMES and _spark_file_system(spark, "s3a") is None:
         return SparkOutput("s3a" + str(path)[len(scheme):], _s3a_options(fs_options))
     raise UnsupportedTableError(
         f"{path_name} cannot write {path}: Spark itself writes the files on this path and has no "
@@ -91,19 +75,9 @@ def _spark_file_system(spark, scheme: str) -> str | None:
 
 
 def _s3a_options(fs_options: dict | None) -> dict[str, str]:
-    opts = {storage.canonical_key(str(k)): str(v) for k, v in (fs_options or {}).items()}
-    out = {}
-    for hadoop_key, keys in _S3A_OPTIONS:
-        value = next((opts[k] for k in keys if opts.get(k)), None)
-        if value is not None:
-            out[hadoop_key] = value
-    if "fs.s3a.access.key" in out:  # keys given: use them, not the cluster's provider chain
-        out["fs.s3a.aws.credentials.provider"] = (
-            "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider" if "fs.s3a.session.token" in out
-            else "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider")
-    if out.get("fs.s3a.endpoint", "").startswith("http://"):
-        out["fs.s3a.connection.ssl.enabled"] = "false"
-    return out
+    # Spark's Hadoop S3A options for the same store (keys as Spark may lower-case them): Hadoop
+    # reads per-write options given to DataFrameWriter, so nothing goes into the session's conf.
+    return storage.s3a_options({storage.canonical_key(str(k)): str(v) for k, v in (fs_options or {}).items()})
 
 
 def ensure_micros_timestamps(spark) -> None:

@@ -232,7 +232,7 @@ def commit_keyed(stmt: Statement, build_changes) -> CommitReport:
     from ..paimon.write.keyed_plan import prepare_keyed_target
     from ..paimon.write.batch import BatchWrite
     from .arrow import spark_to_arrow
-    from .keyed import translate_error
+    from .checks import translate_error
     from .keyed_write import write_keyed_files
     from .output import check_spark_can_write
     from .reader import spark_schema

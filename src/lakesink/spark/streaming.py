@@ -31,7 +31,7 @@ from .arrow import spark_to_arrow
 from .catalog import resolve_for
 from .checkpoint import await_batch_end, query_id
 from .fastpath import write_staged
-from .keyed import translate_error
+from .checks import translate_error
 from .dynamic_bucket import default_assigners
 from .keyed_tasks import KeyedPlan, KeyedTaskSpec, buffer_bytes, check_keyed_layout, dynamic_plan, write_in_one_task
 from .keyed_write import write_keyed_files
@@ -111,7 +111,7 @@ class FastStreamSink:
                 crashpoints.reached("tasks-done")
         except BaseException as exc:
             self.sink.abort_batch(batch_id, files)
-            translated = translate_error(exc)
+            translated = translate_error(exc, self.sink.target.path)
             if translated is not None:
                 raise translated from None
             raise

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import storage
-from ..errors import JobAbortedError
+from ..errors import JobAbortedError, NullValueError
 from ..paimon.commit import intents
 from ..paimon.table import parquet_layout
 from ..paimon.files.datafiles import StagedFile, TableLayout, describe_parquet, new_data_file_name, with_encoding
@@ -66,6 +66,13 @@ class _OpenFile:
             self.buffer, self.buffered_rows, self.buffered_bytes = [], 0, 0
 
 
+def check_not_null(data: pa.Table, columns, primary_keys=()) -> None:
+    """A NullValueError for the first of `columns` (NOT NULL) holding a null in `data`."""
+    for name in columns:
+        if name in data.column_names and data.column(name).null_count:
+            raise NullValueError.of(name, name in primary_keys)
+
+
 @dataclass
 class StagingWriter:
     """Writes one task's rows into per-partition Parquet files, rolling at the target size."""
@@ -90,6 +97,7 @@ class StagingWriter:
         data = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
         if data.num_rows == 0:
             return
+        check_not_null(data, self.spec.layout.not_null)
         data = conform(data, self.schema)
         for partition, rows in split_by_partition(data, list(self.spec.layout.partition_keys)):
             current = self._open.get(partition)

@@ -8,7 +8,7 @@ small state documents use the `pyarrow.fs` file system that FileIO wraps, built
 from the same options.
 
 `paths` (one normal form: `normalize`), `files` (atomic writes, listings), `s3`
-(the S3 client options) need neither pypaimon nor pyarrow to import; `fileio`
+(S3 keys in every spelling, S3 schemes, the S3 client options) need neither pypaimon nor pyarrow to import; `fileio`
 (pypaimon's FileIO) is loaded on first use of `storage.file_io`, so the layers
 that only handle paths and local state (the commit protocol) stay light.
 """
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from .files import FileEntry, arrow_fs, list_dir, new_output, write_atomically
 from .paths import STORAGE_PREFIXES, canonical_key, is_local, is_storage_key, local_path, normalize, relative, scheme
-from .s3 import S3_ATTEMPTS, S3_CONNECT_TIMEOUT, S3_REQUEST_TIMEOUT, s3_client_options
+from .s3 import (S3_ATTEMPTS, S3_CONNECT_TIMEOUT, S3_REQUEST_TIMEOUT, S3_SCHEMES, S3_SETTINGS, s3_client_options,
+                 s3_setting, s3a_options)
 
 _LAZY = {"file_io": "fileio"}  # name -> submodule, imported on first use (it imports pypaimon)
 
@@ -35,6 +36,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-__all__ = ["FileEntry", "STORAGE_PREFIXES", "S3_ATTEMPTS", "S3_CONNECT_TIMEOUT", "S3_REQUEST_TIMEOUT", "arrow_fs",
-           "canonical_key", "file_io", "is_local", "is_storage_key", "list_dir", "local_path", "new_output",
-           "normalize", "relative", "s3_client_options", "scheme", "write_atomically"]
+__all__ = ["FileEntry", "STORAGE_PREFIXES", "S3_ATTEMPTS", "S3_CONNECT_TIMEOUT", "S3_REQUEST_TIMEOUT", "S3_SCHEMES",
+           "S3_SETTINGS", "arrow_fs", "canonical_key", "file_io", "is_local", "is_storage_key", "list_dir",
+           "local_path", "new_output", "normalize", "relative", "s3_client_options", "s3_setting", "s3a_options",
+           "scheme", "write_atomically"]

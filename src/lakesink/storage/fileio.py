@@ -13,7 +13,7 @@ from pypaimon.common.file_io import FileIO
 from pypaimon.common.options import Options
 
 from .paths import canonical_key, is_local, normalize, scheme
-from .s3 import S3_ATTEMPTS, S3_CONNECT_TIMEOUT, S3_REQUEST_TIMEOUT, s3_client_options
+from .s3 import S3_ATTEMPTS, S3_CONNECT_TIMEOUT, S3_REQUEST_TIMEOUT, S3_SCHEMES, s3_client_options
 
 _io_cache: dict[tuple, FileIO] = {}
 _io_lock = threading.Lock()
@@ -41,7 +41,7 @@ def _with_s3_client_options(io: FileIO, path: str, opts: dict[str, str]) -> None
     them: with `fs.s3.connection.*.timeout` or `fs.s3.attempts.maximum` given, build it again
     the same way with those (pyarrow takes seconds)."""
     given = s3_client_options(opts)
-    if not given or scheme(path) not in ("s3", "s3a", "s3n") or not hasattr(io, "_initialize_s3_fs"):
+    if not given or scheme(path) not in S3_SCHEMES or not hasattr(io, "_initialize_s3_fs"):
         return
     kwargs = {}  # pypaimon's defaults stay for what is not given
     if S3_CONNECT_TIMEOUT in given:

@@ -33,7 +33,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ... import storage
+from ... import dbapi, storage
 from ...errors import (AmbiguousTableNameError, CatalogInconsistencyError, ConfigurationError,
                       DatabaseConnectionError, DatabaseNotFoundError, NotAPaimonTableError, TableNotFoundError)
 from . import reservations
@@ -193,10 +193,7 @@ class Catalog:
                         self._rollback()
 
     def _rollback(self) -> None:
-        try:
-            self._paimon.connection.connection.rollback()
-        except Exception:  # noqa: BLE001 - a broken connection: nothing to roll back
-            pass
+        dbapi.rollback(self._paimon.connection.connection)
 
     # -- names ---------------------------------------------------------------
     def parse_name(self, text: str) -> TableName:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import math
 
-from ... import storage
+from ... import dbapi, storage
 from ...errors import (CatalogInconsistencyError, CommitFailedError, CommitStateUnknownError,
                       SchemaMismatchError, TableAlreadyExistsError)
 from ...protocol import crashpoints
@@ -132,11 +132,11 @@ class InPlaceCreate(StagedTable):
         if held is not None and held.abandoned(math.inf)[0] and reservations.claim(db, held, self.token):
             self._reserved = True
             if reservations.registered(db, name.database, name.table):
-                reservations.rollback(db.connection)
+                dbapi.rollback(db.connection.connection)
                 reservations.delete(db, name.database, name.table, self.token)
                 self._reserved = False
                 return "registered"
-            reservations.rollback(db.connection)
+            dbapi.rollback(db.connection.connection)
             log.info("taking over the dead CREATE TABLE AS of %s: removing %s", name, self.path)
             reservations.delete_location(self.path, self.fs)
             return "reserved"
@@ -198,7 +198,7 @@ class InPlaceCreate(StagedTable):
                 return
             if not reservations.registered(db, name.database, name.table):
                 reservations.delete_location(self.path, self.fs)
-            reservations.rollback(db.connection)
+            dbapi.rollback(db.connection.connection)
             reservations.delete(db, name.database, name.table, self.token)
             self._reserved = False
         finally:

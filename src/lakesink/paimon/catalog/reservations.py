@@ -43,7 +43,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from ... import storage
+from ... import dbapi, storage
 from ...errors import DatabaseConnectionError, TableAlreadyExistsError, TableNotFoundError
 from .staged_table import _age_text, _alive
 
@@ -94,22 +94,6 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _duplicate(exc: BaseException) -> bool:
-    return any(cls.__name__ in ("IntegrityError", "UniqueViolation") for cls in type(exc).__mro__)
-
-
-def _busy(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return type(exc).__module__.startswith("sqlite3") and ("locked" in text or "busy" in text)
-
-
-def rollback(conn) -> None:
-    try:
-        conn.connection.rollback()
-    except Exception:  # noqa: BLE001 - a broken connection rolls back on its own
-        pass
-
-
 def ensure_table(paimon) -> None:
     """Create the reservations table if missing (its own transaction)."""
     conn = paimon.connection
@@ -120,32 +104,24 @@ def ensure_table(paimon) -> None:
               "token VARCHAR(64) NOT NULL, location VARCHAR(4000) NOT NULL, host VARCHAR(255) NOT NULL, "
               "pid BIGINT NOT NULL, created_at_ms BIGINT NOT NULL, heartbeat_at_ms BIGINT NOT NULL, "
               "PRIMARY KEY (catalog_key, database_name, table_name))")
-    for attempt in range(50):
-        try:
-            conn.execute(create)
-            conn.connection.commit()
-            conn._lakesink_reservations = True
-            return
-        except Exception as exc:  # noqa: BLE001
-            rollback(conn)
-            # PostgreSQL: concurrent CREATE ... IF NOT EXISTS may collide on its catalog's unique index.
-            if attempt == 49 or not (_busy(exc) or _duplicate(exc)):
-                raise DatabaseConnectionError(f"Cannot create {TABLE} in the catalog database: "
-                                              f"{type(exc).__name__}: {exc}".strip()) from exc
-            time.sleep(0.02)
+
+    def create_table():
+        conn.execute(create)
+        conn.connection.commit()
+
+    try:
+        # PostgreSQL: concurrent CREATE ... IF NOT EXISTS may collide on its catalog's unique index.
+        dbapi.retry_busy(create_table, undo=lambda: dbapi.rollback(conn.connection), also=dbapi.duplicate)
+    except Exception as exc:  # noqa: BLE001
+        raise DatabaseConnectionError(f"Cannot create {TABLE} in the catalog database: "
+                                      f"{type(exc).__name__}: {exc}".strip()) from exc
+    conn._lakesink_reservations = True
 
 
-def retrying(conn, action, attempts: int = 100):
+def retrying(conn, action):
     """`action()` (one transaction, committed by it), again while SQLite answers busy."""
-    for attempt in range(attempts):
-        try:
-            return action()
-        except Exception as exc:  # noqa: BLE001
-            rollback(conn)
-            if _busy(exc) and attempt + 1 < attempts:
-                time.sleep(min(0.02 * (attempt + 1), 0.25))
-                continue
-            raise
+    return dbapi.retry_busy(action, attempts=100, pause=lambda attempt: min(0.02 * (attempt + 1), 0.25),
+                            undo=lambda: dbapi.rollback(conn.connection))
 
 
 def find(paimon, database: str, table: str) -> Reservation | None:
@@ -156,7 +132,7 @@ def find(paimon, database: str, table: str) -> Reservation | None:
         row = conn.fetch_one(f"SELECT {_COLUMNS} FROM {TABLE} WHERE {_KEY}",
                              (paimon.catalog_key, database, table))
     finally:
-        rollback(conn)
+        dbapi.rollback(conn.connection)
     return None if row is None else Reservation(database, table, *_typed(row))
 
 
@@ -167,7 +143,7 @@ def list_all(paimon) -> list[Reservation]:
         rows = conn.fetch_all(f"SELECT database_name, table_name, {_COLUMNS} FROM {TABLE} WHERE catalog_key = ? "
                               "ORDER BY database_name, table_name", (paimon.catalog_key,))
     finally:
-        rollback(conn)
+        dbapi.rollback(conn.connection)
     return [Reservation(r[0], r[1], *_typed(r[2:])) for r in rows]
 
 
@@ -196,14 +172,14 @@ def reserve(paimon, database: str, table: str, token: str, location: str) -> str
                          (paimon.catalog_key, database, table, token, location, socket.gethostname(),
                           os.getpid(), now, now))
         except Exception as exc:  # noqa: BLE001
-            if _duplicate(exc):
-                rollback(conn)
+            if dbapi.duplicate(exc):
+                dbapi.rollback(conn.connection)
                 return "taken"
             raise
         # After the INSERT: a registration racing with us either committed (visible now) or waits
         # on our key (see the register guard).
         if registered(paimon, database, table):
-            rollback(conn)
+            dbapi.rollback(conn.connection)
             return "registered"
         conn.connection.commit()
         return "reserved"
@@ -255,9 +231,9 @@ def guard_registration(paimon, database: str, table: str) -> Reservation | None:
             "VALUES (?, ?, ?, ?, '', ?, ?, 0, 0)",
             (paimon.catalog_key, database, table, token, socket.gethostname(), os.getpid()))
     except Exception as exc:  # noqa: BLE001
-        if not _duplicate(exc):
+        if not dbapi.duplicate(exc):
             raise
-        rollback(paimon.connection)
+        dbapi.rollback(paimon.connection.connection)
         return find(paimon, database, table) or Reservation(database, table, "?", "", "?", -1, 0, 0)
     delete_in_transaction(paimon, database, table, token)
     return None

@@ -8,10 +8,10 @@ connection and a driver's error (`catalog.Catalog` reconnects on those).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ... import dbapi
 from ...errors import CommitStateUnknownError, DatabaseConnectionError
 from ..table.catalog_lock import first_line
 
@@ -39,11 +39,6 @@ def is_driver_error(exc: BaseException) -> bool:
     return module in ("sqlite3", "psycopg", "psycopg2", "pymysql", "mysql")
 
 
-def _busy(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
-
-
 def insert_entry(paimon, name: TableName, schema, config: CatalogConfig,
                  inside: Callable[[], None] | None = None, attempts: int = 50) -> bool:
     """Insert the table's row into Paimon's `paimon_tables` (and its properties, as pypaimon's
@@ -55,30 +50,34 @@ def insert_entry(paimon, name: TableName, schema, config: CatalogConfig,
     """
     conn = paimon.connection
     identifier = name.identifier()
-    for attempt in range(attempts):
+
+    def insert() -> bool:
         try:
             conn.execute("INSERT INTO paimon_tables (catalog_key, database_name, table_name) VALUES (?, ?, ?)",
                          (paimon.catalog_key, name.database, name.table))
             if paimon._sync_all_properties():
                 paimon._insert_table_properties(identifier, paimon._collect_table_properties(schema))
-            break
-        except Exception as exc:  # noqa: BLE001 - the driver's IntegrityError, or a busy SQLite
-            _rollback(conn)
+            return True
+        except Exception:  # noqa: BLE001 - the driver's IntegrityError, or a busy SQLite
+            dbapi.rollback(conn.connection)
             try:
                 if paimon._table_exists(identifier):
                     return False
             except Exception:  # noqa: BLE001
-                _rollback(conn)
-            if _busy(exc) and attempt + 1 < attempts:
-                time.sleep(min(0.05 * (attempt + 1), 0.5))
-                continue
-            raise DatabaseConnectionError(f"Cannot enter {name} into the {config.describe()}: "
-                                          f"{first_line(exc)}. Nothing was changed.", table=str(name)) from exc
+                dbapi.rollback(conn.connection)
+            raise
+
+    try:
+        if not dbapi.retry_busy(insert, attempts=attempts, pause=lambda attempt: min(0.05 * (attempt + 1), 0.5)):
+            return False
+    except Exception as exc:  # noqa: BLE001
+        raise DatabaseConnectionError(f"Cannot enter {name} into the {config.describe()}: "
+                                      f"{first_line(exc)}. Nothing was changed.", table=str(name)) from exc
     try:
         if inside is not None:
             inside()
     except BaseException:
-        _rollback(conn)
+        dbapi.rollback(conn.connection)
         raise
     try:
         conn.connection.commit()
@@ -88,13 +87,6 @@ def insert_entry(paimon, name: TableName, schema, config: CatalogConfig,
             "the entry may or may not exist. Nothing was deleted: look at the catalog, and run "
             "lakesink.catalog(spark).clean_staging() if it has no entry.", table=str(name)) from exc
     return True
-
-
-def _rollback(conn) -> None:
-    try:
-        conn.connection.rollback()
-    except Exception:  # noqa: BLE001 - a broken connection rolls back on its own
-        pass
 
 
 def update_properties(paimon, name: TableName, schema) -> None:

@@ -65,7 +65,8 @@ class MergingFileStoreCommit(FileStoreCommit):
         super()._set_fixed_bucket_commit_check(messages)
         check = self.conflict_detection.fixed_bucket_commit_check
         if check is not None:
-            self.conflict_detection.fixed_bucket_commit_check = _CompactionTolerantCheck(check)
+            keyed = str(self.table.table_path) if self.table.is_primary_key_table else None
+            self.conflict_detection.fixed_bucket_commit_check = _CompactionTolerantCheck(check, keyed)
 
     def _try_commit(self, *args, **kwargs):
         self._attempt = 0
@@ -142,15 +143,48 @@ class _CompactionTolerantCheck:
     snapshots. A compaction keeps every row's sequence number and can only merge files that
     were there before: whatever it adds is older than the write, which still overtakes it.
     So an append planned before a compaction of its buckets commits after it (as Paimon's
-    writers beside a dedicated compaction job do). Overwrites keep the full check."""
+    writers beside a dedicated compaction job do). Overwrites keep the full check.
 
-    def __init__(self, inner):
+    Appends into a primary-key table (`keyed`: its path) also go ahead past another writer's
+    APPEND files whose key range does not meet theirs in that bucket (`key_ranges`): the
+    commit's check in the window between `PaimonTarget`'s own check and publication, and on
+    each retry after a lost publication race."""
+
+    def __init__(self, inner, keyed: str | None = None):
         self._inner = inner
+        self._keyed = keyed
 
     def check(self, latest, entries, commit_kind, snapshot_manager, scanner):
-        if commit_kind != "OVERWRITE":
-            scanner = _WithoutCompactions(scanner)
-        return self._inner.check(latest, entries, commit_kind, snapshot_manager, scanner)
+        if commit_kind == "OVERWRITE":
+            return self._inner.check(latest, entries, commit_kind, snapshot_manager, scanner)
+        scanner = _WithoutCompactions(scanner)
+        if self._keyed is None or commit_kind != "APPEND":
+            return self._inner.check(latest, entries, commit_kind, snapshot_manager, scanner)
+        return self._check_key_ranges(latest, entries, snapshot_manager, scanner)
+
+    def _check_key_ranges(self, latest, entries, snapshot_manager, scanner):
+        from .key_ranges import check_added, ranges_by_bucket
+
+        owners, baseline = self._inner.owners, self._inner.baseline
+        if not owners or baseline is None or latest is None or latest.id <= baseline:
+            return None
+        ours = ranges_by_bucket((e.partition.values, e.bucket, e.file) for e in entries if e.kind == 0)
+        for snapshot_id in range(baseline + 1, latest.id + 1):
+            snapshot = snapshot_manager.get_snapshot_by_id(snapshot_id)
+            if snapshot is None:
+                return RuntimeError(f"Fixed-bucket conflict check cannot find snapshot {snapshot_id}")
+            for change in scanner.read_incremental_raw_entries_from_changed_partitions(snapshot, entries):
+                if change.kind != 0 or (tuple(change.partition.values), change.bucket) not in owners:
+                    continue
+                if snapshot.commit_kind != "APPEND":
+                    return RuntimeError(f"snapshot {snapshot_id} ({snapshot.commit_kind} by {snapshot.commit_user!r}) "
+                                        f"added files to bucket {change.bucket} of partition "
+                                        f"{tuple(change.partition.values)} after snapshot {baseline}")
+                conflict = check_added(change, snapshot, ours, f"Commit to {self._keyed}", baseline,
+                                       table=self._keyed)
+                if conflict is not None:
+                    return conflict
+        return None
 
     def __getattr__(self, name):
         return getattr(self._inner, name)
@@ -206,6 +240,9 @@ def _typed_conflicts(check, table, commit_user: str):
             described = lsm_conflict(base_entries, delta_entries)
             found = RuntimeError(described) if described else None
         if found is None or isinstance(found, RowIdExistenceConflict):
+            return found
+        if isinstance(found, CommitConflictError):  # typed already (key_ranges)
+            found.commit_user = commit_user
             return found
         if "Total buckets" in str(found):  # pypaimon's check_bucket_num_conflicts
             text = (f"Commit to {table.table_path} refused: {found} The table's `bucket` option was changed "

@@ -26,7 +26,7 @@ from ...errors import CommitConflictError, SchemaMismatchError, TableNotFoundErr
 from ...protocol import crashpoints
 from ...protocol.target import CommitReport, CommitTarget, Overwrite
 from ..table import evolution, tables
-from . import identity, intents
+from . import identity, intents, key_ranges
 from ..files.datafiles import StagedFile, encode_message, encoding_key, place, table_path_of
 
 log = logging.getLogger(__name__)
@@ -155,11 +155,19 @@ class PaimonTarget(CommitTarget[StagedFile]):
         its buckets are. Only this checkpoint's committer commits for its user, so nothing of
         ours lands after `latest`: pypaimon checks from there (and again on each retry).
         Also whether no file those snapshots added to the commit's partitions has a bucket count
-        other than `buckets` (a rescale writes a partition anew, not always into our buckets)."""
+        other than `buckets` (a rescale writes a partition anew, not always into our buckets).
+        Primary-key tables: another writer's appended files whose key range does not meet this
+        commit's in that bucket are no conflict (`key_ranges`: its keys' older versions all lie
+        below this commit's sequence numbers, and the other writer holds none of them)."""
         if latest is None or latest.id <= check_from:
             return check_from, True
         owners = {(tuple(f.partition), f.bucket) for f in files}
         partitions = {p for p, _ in owners}
+        # Primary-key tables: another writer's APPEND files in our buckets whose keys do not meet
+        # ours there are no conflict (key_ranges); table without key: any file is.
+        ours = (key_ranges.ranges_by_bucket((f.partition, f.bucket, f.meta) for f in files if not f.changelog)
+                if table.is_primary_key_table else None)
+        where = f"Commit {identifier} of {commit_user} to {self.path}"
         same_counts = True
         manager = table.snapshot_manager()
         manifests = None
@@ -187,6 +195,13 @@ class PaimonTarget(CommitTarget[StagedFile]):
                     if entry.total_buckets != buckets and tuple(entry.partition.values) in partitions:
                         same_counts = False
                     if (tuple(entry.partition.values), entry.bucket) in owners:
+                        if ours is not None and snapshot.commit_kind == "APPEND":
+                            conflict = key_ranges.check_added(entry, snapshot, ours, where, check_from,
+                                                              table=self.path, commit_user=commit_user,
+                                                              identifier=identifier)
+                            if conflict is None:
+                                continue
+                            raise conflict
                         raise CommitConflictError(
                             f"Commit {identifier} of {commit_user} to {self.path} conflicts with a concurrent "
                             f"change: snapshot {snapshot_id} ({snapshot.commit_user!r}) added files to partition "

@@ -68,6 +68,11 @@ class TableLayout:
         return PyarrowFieldParser.from_paimon_schema(list(self.fields))
 
     @property
+    def not_null(self) -> tuple[str, ...]:
+        """The columns the table declares NOT NULL: every write checks each row's values in them."""
+        return tuple(f.name for f in self.fields if not getattr(f.type, "nullable", True))
+
+    @property
     def partition_fields(self) -> list:
         """The partition columns' fields in partition-key order (not table order), as commit
         messages serialize a partition."""

@@ -253,12 +253,6 @@ class KeyedSpec:
                            [f.name for f in table.table_schema.fields])
 
 
-def null_key_refusal(column: str) -> str:
-    """A write's input holds a null primary-key value (both write paths raise this text)."""
-    return (f"primary-key column {column!r} is null in some row; primary-key columns must not be null. "
-            "Nothing was written.")
-
-
 def row_kind_refusal(field: str, value) -> str:
     """The `rowkind.field` column holds `value`, which is no row kind (spark.keyed builds the same
     text in the JVM)."""

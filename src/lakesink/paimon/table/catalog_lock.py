@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ... import dbapi
 from ...errors import CatalogLockTimeoutError, ConfigurationError, DatabaseConnectionError
 
 log = logging.getLogger(__name__)
@@ -181,19 +182,16 @@ class _Database:
     def _run(self, lock: CatalogLock, sql: str, args: tuple = (), fetch: bool = False):
         """One statement in its own transaction. SQLite's busy/locked answers are retried here."""
         deadline = time.monotonic() + max(lock.acquire_timeout_ms / 1000, 5.0)
+
+        def statement():
+            result = self.conn.fetch_one(sql, args) if fetch else self.conn.execute(sql, args)
+            self.conn.connection.commit()
+            return result
+
         with self.mutex:
             self._ensure_table(lock)
-            while True:
-                try:
-                    result = self.conn.fetch_one(sql, args) if fetch else self.conn.execute(sql, args)
-                    self.conn.connection.commit()
-                    return result
-                except Exception as exc:
-                    self._rollback()
-                    if _busy(exc) and time.monotonic() < deadline:
-                        time.sleep(0.01)
-                        continue
-                    raise
+            return dbapi.retry_busy(statement, attempts=None, deadline=deadline, pause=lambda attempt: 0.01,
+                                    undo=self._rollback)
 
     def _ensure_table(self, lock: CatalogLock) -> None:
         # Paimon's JdbcCatalog creates it when it opens with the lock enabled; lakesink on first use.
@@ -207,26 +205,22 @@ class _Database:
         create = (f"CREATE TABLE IF NOT EXISTS {TABLE} (lock_id VARCHAR({lock.key_max_length}) NOT NULL, "
                   "acquired_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL, "
                   "expire_time_seconds BIGINT DEFAULT 0 NOT NULL, PRIMARY KEY (lock_id))")
-        for attempt in range(50):
-            try:
-                self.conn.execute(create)
-                self.conn.connection.commit()
-                break
-            except Exception as exc:  # noqa: BLE001
-                self._rollback()
-                # PostgreSQL: two concurrent CREATE ... IF NOT EXISTS may collide on the catalog's own
-                # unique index; SQLite: busy. Either way look again.
-                if attempt == 49 or not (_busy(exc) or _duplicate(exc)):
-                    raise DatabaseConnectionError(f"Cannot create {TABLE} in {lock.uri}: "
-                                                  f"{first_line(exc)}. Nothing was published.") from exc
-                time.sleep(0.02)
+
+        def create_table():
+            self.conn.execute(create)
+            self.conn.connection.commit()
+
+        try:
+            # PostgreSQL: two concurrent CREATE ... IF NOT EXISTS may collide on the catalog's own
+            # unique index; SQLite: busy. Either way look again.
+            dbapi.retry_busy(create_table, undo=self._rollback, also=dbapi.duplicate)
+        except Exception as exc:  # noqa: BLE001
+            raise DatabaseConnectionError(f"Cannot create {TABLE} in {lock.uri}: "
+                                          f"{first_line(exc)}. Nothing was published.") from exc
         self.table_ready = True
 
     def _rollback(self) -> None:
-        try:
-            self.conn.connection.rollback()
-        except Exception:  # noqa: BLE001 - a broken connection rolls back on its own
-            pass
+        dbapi.rollback(self.conn.connection)
 
     def clear_expired(self, lock: CatalogLock) -> int:
         return self._checked(lock, f"DELETE FROM {TABLE} WHERE {_EXPIRED[lock.dialect]} AND lock_id = ?",
@@ -238,7 +232,7 @@ class _Database:
                       (lock.lock_id, lock.acquire_timeout_ms // 1000))
             return True
         except Exception as exc:  # noqa: BLE001
-            if _duplicate(exc) or _busy(exc):
+            if dbapi.duplicate(exc) or dbapi.busy(exc):
                 return False  # held (or SQLite stayed busy): try again after a sleep
             raise self._failed(lock, exc) from exc
 
@@ -286,14 +280,3 @@ def first_line(exc: BaseException) -> str:
     """An error for a message: its type and first line (a driver's error can run to pages)."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"
-
-
-def _busy(exc: BaseException) -> bool:
-    """SQLite's "database is locked" / "busy": another connection is writing; try again."""
-    text = str(exc).lower()
-    return type(exc).__module__.startswith("sqlite3") and ("locked" in text or "busy" in text)
-
-
-def _duplicate(exc: BaseException) -> bool:
-    """A primary-key violation (sqlite3.IntegrityError, psycopg's UniqueViolation): the row exists."""
-    return any(cls.__name__ in ("IntegrityError", "UniqueViolation") for cls in type(exc).__mro__)

@@ -115,11 +115,13 @@ def arrow_fields(schema: TableSchema) -> list[pa.Field]:
 
 
 def plan(table_schema: TableSchema, incoming: pa.Schema, merge: bool, table_path: str,
-         file_io=None) -> SchemaEvolution | None:
+         file_io=None, nulls_checked: bool = False) -> SchemaEvolution | None:
     """None when `incoming` fits the table as it is; the evolution `merge` allows; else an error.
 
     Nothing is written. `file_io`: to compute the next schema with pypaimon's
-    SchemaManager (needed only when something evolves).
+    SchemaManager (needed only when something evolves). `nulls_checked`: the writer checks
+    every row of the table's NOT NULL columns (`TableLayout.not_null`), so a nullable column
+    may go into one, as Delta allows; otherwise that is refused here.
     """
     expected = {f.name: f for f in arrow_fields(table_schema)}
     got = {f.name: f for f in incoming}
@@ -138,7 +140,7 @@ def plan(table_schema: TableSchema, incoming: pa.Schema, merge: bool, table_path
     for name in expected.keys() & got.keys():
         want, have = expected[name], got[name]
         if same_type(want.type, have.type):
-            if have.nullable and not want.nullable:
+            if have.nullable and not want.nullable and not nulls_checked:
                 problems.append(f"column {name!r} is nullable but the table declares it NOT NULL")
             continue
         if widens(want.type, have.type):
@@ -149,7 +151,7 @@ def plan(table_schema: TableSchema, incoming: pa.Schema, merge: bool, table_path
             elif not merge:
                 problems.append(f"column {name!r} is {have.type} but the table has {want.type}: cast it to "
                                 f"{want.type}, or set {OPTION}=true to widen the table's column to {have.type}")
-            elif have.nullable and not want.nullable:
+            elif have.nullable and not want.nullable and not nulls_checked:
                 problems.append(f"column {name!r} is nullable but the table declares it NOT NULL")
             else:
                 widened.append((name, want.type, have.type))

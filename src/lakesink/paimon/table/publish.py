@@ -57,8 +57,6 @@ log = logging.getLogger(__name__)
 COMMIT_LOCK = "commit.lock"
 ALLOW_UNSAFE = "commit.allow-unsafe-publication"
 
-S3_SCHEMES = ("s3", "s3a", "s3n")
-
 class _PublishingCommit(SnapshotCommit):
     """Shared part: the LATEST hint after a successful publication."""
 
@@ -236,15 +234,6 @@ def _error_code(exc) -> str:
     return str(error.get("Code") or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode"))
 
 
-def _setting(options: dict, *names: str) -> str | None:
-    # The same spellings pypaimon's S3 FileIO accepts (fs.s3.*, s3.*, s3a.*, fs.s3a.*).
-    for name in names:
-        for prefix in ("fs.s3.", "s3.", "s3a.", "fs.s3a."):
-            if prefix + name in options:
-                return options[prefix + name]
-    return None
-
-
 _clients: dict[tuple, object] = {}
 _probed: dict[tuple, bool] = {}
 _cache_lock = threading.Lock()
@@ -260,15 +249,12 @@ def s3_client(options: dict):
             "Tables on S3 need boto3 for atomic snapshot publication (a conditional PUT): "
             "pip install 'lakesink[s3]'."
         ) from None
-    endpoint = _setting(options, "endpoint")
+    endpoint = storage.s3_setting(options, "endpoint")
     if endpoint and "://" not in endpoint:
         endpoint = f"https://{endpoint}"  # pyarrow's default scheme for an endpoint override
-    path_style = str(_setting(options, "path-style-access", "path.style.access") or "false").lower() == "true"
-    settings = (endpoint, _setting(options, "accessKeyId", "access-key", "access.key"),
-                _setting(options, "accessKeySecret", "secret-key", "secret.key"),
-                _setting(options, "securityToken", "session-token", "session.token",
-                         "security-token", "security.token"),
-                _setting(options, "region"), path_style,
+    path_style = str(storage.s3_setting(options, "path-style-access") or "false").lower() == "true"
+    settings = (endpoint, storage.s3_setting(options, "access-key"), storage.s3_setting(options, "secret-key"),
+                storage.s3_setting(options, "session-token"), storage.s3_setting(options, "region"), path_style,
                 tuple(sorted(storage.s3_client_options(options).items())))
     with _cache_lock:
         client = _clients.get(settings)
@@ -354,7 +340,7 @@ def publication_kind(table_path: str, options: dict | None = None) -> str:
     if storage.local_path(table_path) is not None:
         return "link"
     scheme = urlparse(table_path).scheme.lower()
-    if scheme in S3_SCHEMES:
+    if scheme in storage.S3_SCHEMES:
         try:
             check_conditional_put(s3_client(options), table_path)
         except UnsafePublicationError:

@@ -234,9 +234,10 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
 
 def plan_layout(table, schema: pa.Schema, options: WriteOptions) -> TableLayout:
     """How this write's files are laid out: the table's schema, or (write.merge-schema) its next
-    schema, which the commit writes before the snapshot. Refusals name every column."""
+    schema, which the commit writes before the snapshot. Refusals name every column. A nullable
+    column may go into a NOT NULL one: every write path checks the rows (`TableLayout.not_null`)."""
     planned = evolution.plan(table.table_schema, schema, options.merge_schema, str(table.table_path),
-                             table.file_io)
+                             table.file_io, nulls_checked=True)
     if planned is None:
         return TableLayout.of(table)
     log.info("%s: schema evolution planned (schema %s): %s", table.table_path, planned.schema.id,

@@ -2,11 +2,10 @@
 
 State lives in `<checkpoint>/lakesink/`:
 
-* `sink.json` binds the checkpoint to one table and one commit user:
-  `{"format": "lakesink.stream-sink", "version": 1, "commit_user": ..., "table": ...}`.
-  The commit user is derived from the engine's query id (stable across
-  restarts) or given explicitly; the same checkpoint pointed at another table
-  fails at start.
+* `sink.json` binds the checkpoint to one table and one commit user
+  (`protocol.binding`, format `lakesink.stream-sink`). The commit user is derived
+  from the engine's query id (stable across restarts) or given explicitly; the
+  same checkpoint pointed at another table fails at start.
 * `pending-<batch>.json`: committables accepted but not yet committed
   (see `protocol.state`), committed by `restore()` before any new batch.
 * `committer-error.json`: a failed background commit (pipelined), raised by
@@ -23,16 +22,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import uuid
 from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 
 from ... import storage
-from ...errors import (CheckpointMismatchError, CommitStateUnknownError, ConfigurationError,
-                      CorruptStateError)
+from ...errors import CommitStateUnknownError, ConfigurationError
 from ...options import WriteOptions
-from ...protocol import Committer, CommitReport, PendingStore, StateStore, crashpoints
+from ...protocol import Committer, CommitReport, PendingStore, crashpoints
+from ...protocol.binding import CheckpointBinding, sink_state
 from ...protocol.pipelined import IDLE_SECONDS, CheckpointLock, ask_to_stop, raise_recorded_error
 from ..commit import intents
 from ..files.datafiles import StagedFile, TableLayout
@@ -41,8 +39,7 @@ from .batch import prepare_target
 
 log = logging.getLogger(__name__)
 
-SINK_FORMAT = "lakesink.stream-sink"
-SINK_VERSION = 1
+SINK_FILE, SINK_FORMAT = "sink.json", "lakesink.stream-sink"  # the checkpoint's binding (protocol.binding)
 
 
 class StreamSink:
@@ -86,31 +83,18 @@ class StreamSink:
         # Option write.in-place (Spark-native path): batches' files written at their table paths,
         # so ending a batch also removes what its attempts' intents name (paimon.commit.intents).
         self.in_place = intents.in_place(self.target.path, options.in_place)
-        self.store = StateStore(f"{self.checkpoint}/lakesink", options.fs_options)
+        self.store = sink_state(self.checkpoint, options.fs_options)
         self.compression = options.table_options.get("file.compression") or "snappy"
         self.commit_user: str | None = self._check_binding(options.commit_user)
         if self.commit_user is None and (options.commit_user or query_id()):
             self.bind()
 
+    def _binding(self) -> CheckpointBinding:
+        return CheckpointBinding(self.store, self.checkpoint, SINK_FILE, SINK_FORMAT, self.target.describe())
+
     def _check_binding(self, explicit_user: str | None) -> str | None:
         """The commit user this checkpoint is bound to (None if unbound); fails for another table."""
-        binding = self.store.read_json("sink.json")
-        table = self.target.describe()
-        if binding is not None:
-            if binding.get("format") != SINK_FORMAT or binding.get("version") != SINK_VERSION:
-                raise CorruptStateError(f"{self.checkpoint}/lakesink/sink.json has an unknown format: {binding!r}")
-            if binding["table"] != table:
-                raise CheckpointMismatchError(
-                    f"Checkpoint {self.checkpoint} belongs to table {binding['table']}, not {table}. "
-                    "Use a new checkpoint location for another table."
-                )
-            if explicit_user and explicit_user != binding["commit_user"]:
-                raise CheckpointMismatchError(
-                    f"Checkpoint {self.checkpoint} was written by commit user {binding['commit_user']!r}; "
-                    f"commit.user={explicit_user!r} would make replays unrecognisable."
-                )
-            return binding["commit_user"]
-        return None
+        return self._binding().commit_user(explicit_user)
 
     def bind(self) -> str:
         """Bind the checkpoint to this table and a commit user, once; idempotent.
@@ -119,18 +103,9 @@ class StreamSink:
         into the checkpoint when the query starts: a sink built before `start()`
         (the fast path) binds at its first micro-batch.
         """
-        if self.commit_user is not None:
-            return self.commit_user
-        query = self.query_id()
-        if not (self.options.commit_user or query):
-            log.warning("no query id in %s/metadata: the commit user is random (kept in sink.json)",
-                        self.checkpoint)
-        user = self.options.commit_user or f"lakesink-stream-{query or uuid.uuid4()}"
-        self.store.write_json("sink.json", {"format": SINK_FORMAT, "version": SINK_VERSION,
-                                            "commit_user": user, "table": self.target.describe(),
-                                            "query_id": query})
-        self.commit_user = user
-        return user
+        if self.commit_user is None:
+            self.commit_user = self._binding().bind(self.options.commit_user, self.query_id)
+        return self.commit_user
 
     def committer(self) -> Committer:
         """The committer of this checkpoint; with the aggregator when asked for.
