@@ -40,7 +40,7 @@ def _check_index(table_path: str) -> None:
 
 
 @pytest.mark.parametrize("mode, points", [
-    ("fast", ["before-snapshot@2", "after-snapshot@3"]),
+    pytest.param("fast", ["before-snapshot@2", "after-snapshot@3"], marks=pytest.mark.full),
     pytest.param("native", ["files-placed@2", "after-snapshot@3"], marks=pytest.mark.full),
 ])
 def test_a_dynamic_bucket_table_killed_mid_commit_counts_every_batch_once(tmp_path, mode, points):
