@@ -172,3 +172,16 @@ def test_an_overwrite_assigns_afresh_and_row_level_changes_keep_buckets(spark, t
     assert rows == {**{k: v for k, v in want.items() if k[0] >= 23}, **_want((range(25, 40), "b")),
                     **{k: v + "!" for k, v in _want((range(40, 45), "b")).items()}}
     check_index(path, {**want, **_want((range(25, 45), "b"))})  # a deleted key keeps its hash (Paimon)
+
+
+def test_max_buckets_caps_each_partition_and_new_keys_share_the_full_buckets(spark, tmp_path):
+    path = str(tmp_path / "wh" / "db.db" / "m")
+    options = {"dynamic-bucket.target-row-num": "3", "dynamic-bucket.max-buckets": "2"}
+    lakesink.write(spark.createDataFrame(_rows(range(30), "a"), SCHEMA), path, primary_key=["id", "dt"],
+                   partition_by=["dt"], options=options)
+    (spark.createDataFrame(_rows(range(25, 50), "b"), SCHEMA).repartition(2).write.format("paimon")
+     .mode("append").save(path))
+    want = _want((range(30), "a"), (range(25, 50), "b"))
+    assert _by_key(path) == want
+    check_index(path, want)
+    assert {bucket for _, bucket in hash_index(path)} == {0, 1}
