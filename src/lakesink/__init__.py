@@ -399,8 +399,8 @@ def __getattr__(name: str) -> Any:
     # `import lakesink` stays light: the CLI and tools that only catch errors load neither
     # the protocol nor Spark, pypaimon or pyarrow.
     if name == "branch":  # the namespace lakesink.branch.create / list / delete / fast_forward
-        from . import branch
-        return branch
+        import importlib
+        return importlib.import_module(".branch", __name__)
     if name == "CommitReport":
         from .protocol.target import CommitReport
         globals()[name] = CommitReport
