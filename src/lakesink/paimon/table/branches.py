@@ -49,11 +49,8 @@ def check_name(name: str) -> str:
     return name
 
 
-def _main(path: str, fs_options: dict | None):
-    from .tables import open_table
-    table = open_table(path, fs_options)
-    if table is None:
-        raise TableNotFoundError(f"Table {storage.normalize(path)} does not exist.", table=path)
+def _main(table, _fs_options=None):
+    """Functions here take main's table, opened by the caller (`tables.open_table`)."""
     return table
 
 
@@ -74,7 +71,7 @@ def check_writable(path: str, table, name: str, keyed: bool) -> None:
             "written.", table=str(table.table_path))
 
 
-def list_branches(path: str, fs_options: dict | None = None) -> list[str]:
+def list_branches(path, fs_options: dict | None = None) -> list[str]:
     return sorted(_main(path, fs_options).branch_manager().branches())
 
 
@@ -92,7 +89,7 @@ def _require(table, name: str) -> None:
                                   table=str(table.table_path))
 
 
-def open_branch(path: str, name: str | None, fs_options: dict | None = None):
+def open_branch(path, name: str | None, fs_options: dict | None = None):
     """The table at `path` seen on branch `name` (main: the table itself): its snapshots, schema
     and tags are the branch's; pypaimon's scans and commits follow `current_branch()`."""
     table = _main(path, fs_options)
@@ -110,7 +107,7 @@ def open_branch(path: str, name: str | None, fs_options: dict | None = None):
     return branched.copy({"branch": name})
 
 
-def create_branch(path: str, name: str, from_tag: str | None = None, from_snapshot: int | None = None,
+def create_branch(path, name: str, from_tag: str | None = None, from_snapshot: int | None = None,
                   empty: bool = False, fs_options: dict | None = None) -> Snapshot | None:
     """Create branch `name`; returns the snapshot it starts at (None: empty).
 
@@ -166,7 +163,7 @@ def _write_hints(table, name: str, snapshot_id: int) -> None:
         storage.write_atomically(table.file_io, f"{directory}/{hint}", str(snapshot_id))
 
 
-def delete_branch(path: str, name: str, fs_options: dict | None = None) -> None:
+def delete_branch(path, name: str, fs_options: dict | None = None) -> None:
     """Drop the branch's directory (its snapshots, schemas, tags, and lakesink's markers of its
     writers). Files only the branch used become orphans (`lakesink.remove_orphans`)."""
     check_name(name)
@@ -175,7 +172,7 @@ def delete_branch(path: str, name: str, fs_options: dict | None = None) -> None:
     table.branch_manager().drop_branch(name)
 
 
-def fast_forward(path: str, name: str, fs_options: dict | None = None) -> tuple[Snapshot, Snapshot]:
+def fast_forward(path, name: str, fs_options: dict | None = None) -> tuple[Snapshot, Snapshot]:
     """Make main the branch's state: main's snapshots, schemas and tags from the branch's
     earliest snapshot on are replaced by the branch's (Apache Paimon's `fastForward`).
     Returns (main's new latest snapshot, the branch's earliest): main's snapshots from the

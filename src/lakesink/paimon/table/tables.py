@@ -27,7 +27,8 @@ def open_table(path: str, fs_options: dict | None = None, branch: str | None = N
     With `branch` (not main): the table seen on that branch, which must exist (`branches`)."""
     path = storage.normalize(path)
     if branch is not None and not branches.is_main(branch):
-        return branches.open_branch(path, branch, fs_options) if open_table(path, fs_options) else None
+        main = open_table(path, fs_options)
+        return branches.open_branch(main, branch) if main is not None else None
     file_io = storage.file_io(path, fs_options)
     if not file_io.exists(path):
         return None
