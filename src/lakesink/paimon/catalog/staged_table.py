@@ -32,7 +32,8 @@ from ...protocol.staging import StagedTable
 from ..table import tables
 
 MARKER = "STAGED.json"
-MARKER_FORMAT = "lakesink.staged-table"
+STAGED = storage.DocumentKind("lakesink.staged-table", 1, "lakesink staged-table marker",
+                              "A lakesink that reads it decides whether its job is over.")
 STAGING_INFIX = ".lakesink-staging-"
 
 
@@ -86,9 +87,8 @@ class PaimonStagedTable(StagedTable):
     def make_staging(self) -> None:
         """The hidden staging directory, with a marker naming its owner (for `clean_staging`)."""
         os.makedirs(self.staging_path)
-        with open(os.path.join(self.staging_path, MARKER), "w") as out:
-            json.dump({"format": MARKER_FORMAT, "version": 1, "target": self.path, "pid": os.getpid(),
-                       "host": socket.gethostname(), "created_at": time.time()}, out)
+        STAGED.write(None, os.path.join(self.staging_path, MARKER), target=self.path, pid=os.getpid(),
+                     host=socket.gethostname(), created_at=time.time())
 
     def commit(self) -> None:
         os.unlink(os.path.join(self.staging_path, MARKER))
@@ -150,12 +150,13 @@ def clean_staging(directory: str, older_than_s: float = 3600.0, dry_run: bool = 
 def read_marker(directory: str) -> dict | None:
     """The STAGED.json marker of a (local) directory, or None when it has none (a catalog CTAS
     keeps it in the table's own directory until its catalog transaction committed)."""
+    path = os.path.join(directory, MARKER)
     try:
-        with open(os.path.join(directory, MARKER)) as src:
+        with open(path) as src:
             marker = json.load(src)
     except (OSError, ValueError):
-        return None
-    return marker if isinstance(marker, dict) and marker.get("format") == MARKER_FORMAT else None
+        return None  # none, or torn (an older lakesink wrote it in place): not a marker
+    return STAGED.check(marker, path) if STAGED.is_one(marker) else None
 
 
 def local_dir(path: str) -> str:
@@ -174,12 +175,8 @@ def staged_tables(directory: str, table_name: str | None = None) -> list[tuple[s
             continue
         if prefix is not None and not entry.startswith(prefix):
             continue
-        try:
-            with open(os.path.join(full, MARKER)) as src:
-                marker = json.load(src)
-        except (OSError, ValueError):
-            continue
-        if marker.get("format") == MARKER_FORMAT:
+        marker = read_marker(full)
+        if marker is not None:
             found.append((full, marker))
     return found
 

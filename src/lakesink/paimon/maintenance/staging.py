@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import os
 import re
 import time
@@ -188,11 +187,11 @@ def _commit_users(path: str, fs_options: dict | None) -> dict[str, tuple[str, in
         if not entry.path.endswith(".json"):
             continue
         try:
-            marker = json.loads(io.read_file_utf8(entry.path))
-        except (OSError, ValueError):
+            marker = identity.MARKER.read(io, entry.path, skip_other_formats=True)
+        except OSError:
             continue
-        user = marker.get("commit_user")
-        if marker.get("format") != identity.MARKER_FORMAT or not isinstance(user, str):
+        user = marker.get("commit_user") if marker is not None else None
+        if not isinstance(user, str):
             continue
         last = identity.last_committed(table, user) if table is not None else marker.get("last_identifier")
         out[_token(user)] = (user, last)
