@@ -18,6 +18,7 @@ POSIX file system there (`ctas.atomicity-enabled=false` selects the plain path).
 from __future__ import annotations
 
 import ctypes
+import datetime as dt
 import errno
 import json
 import os
@@ -131,22 +132,6 @@ def _clear_leftovers(path: str) -> None:
             shutil.rmtree(path)
 
 
-def clean_staging(directory: str, older_than_s: float = 3600.0, dry_run: bool = False) -> list[str]:
-    """Remove staged tables left by dead jobs under `directory` (a database directory).
-
-    A staged table is removed when its job's process is gone (same host) or it is
-    older than `older_than_s`. Only directories named `.<table>.lakesink-staging-*`
-    holding a STAGED.json marker are considered: never a published table.
-    """
-    removed = []
-    for full, marker in staged_tables(directory):
-        if abandoned(marker, older_than_s)[0]:
-            removed.append(full)
-            if not dry_run:
-                shutil.rmtree(full, ignore_errors=True)
-    return removed
-
-
 def read_marker(directory: str) -> dict | None:
     """The STAGED.json marker of a (local) directory, or None when it has none (a catalog CTAS
     keeps it in the table's own directory until its catalog transaction committed)."""
@@ -181,8 +166,9 @@ def staged_tables(directory: str, table_name: str | None = None) -> list[tuple[s
     return found
 
 
-def abandoned(marker: dict, older_than_s: float, now: float | None = None) -> tuple[bool, str]:
+def abandoned(marker: dict, older_than: dt.timedelta, now: float | None = None) -> tuple[bool, str]:
     """Whether a staged table's job is over, and why (or why it may still run)."""
+    older_than_s = older_than.total_seconds()
     age = (now if now is not None else time.time()) - float(marker.get("created_at", 0))
     host, pid = marker.get("host"), int(marker.get("pid", -1))
     if host == socket.gethostname() and not _alive(pid):
