@@ -229,13 +229,19 @@ def replace_table_as(df: DataFrame, path: str, partition_by: Iterable[str] | Non
     return _rtas(df, path, partition_by=partition_by, options=options, via=via)
 
 
-def clean_staging(database_dir: str, older_than_s: float = 3600.0, dry_run: bool = False) -> list[str]:
+def clean_staging(database_dir: str, older_than: _dt.timedelta | float = _dt.timedelta(hours=1),
+                  dry_run: bool = False, *, older_than_s: float | None = None) -> list[str]:
     """Remove staged tables that dead CREATE TABLE AS jobs left under a database directory.
 
-    Returns the staging directories removed (or, with `dry_run`, that would be).
+    A staged table's job is dead when its process on this host is gone, or it started more than
+    `older_than` ago (a `datetime.timedelta`, or a number of seconds; an hour by default, as every
+    `clean_staging`). `older_than_s` is the former keyword (deprecated). Returns the staging
+    directories removed (or, with `dry_run`, that would be).
     """
-    from .paimon.catalog.staged_table import clean_staging as _clean
-    return _clean(database_dir, older_than_s, dry_run)
+    from .paimon.catalog.cleanup import clean_database
+    from .protocol.staging import staging_age
+    age = staging_age(older_than, older_than_s)
+    return [e.path for e in clean_database(database_dir, age, dry_run) if e.remove]
 
 
 def read(spark: SparkSession, path: str, *, snapshot: int | None = None, tag: str | None = None,

@@ -236,7 +236,7 @@ def test_clean_staging_keeps_a_running_job_and_the_commit_of_a_job_judged_dead_f
     assert cat.clean_staging() == []  # its process is this one, alive, with a fresh heartbeat
     assert _objects(s3, cat)
     time.sleep(1.1)
-    assert cat.clean_staging(older_than_s=1.0) == [cat.location("shop.daily")]  # no heartbeat for 1 s
+    assert cat.clean_staging(older_than=1.0) == [cat.location("shop.daily")]  # no heartbeat for 1 s
     with pytest.raises(CommitFailedError, match="reservation of shop.daily was removed"):
         try:
             staged.commit()

@@ -194,7 +194,7 @@ def test_a_job_swept_while_it_still_wrote_fails_and_removes_what_it_wrote_after(
     job then writes on, fails at commit, and its abort removes those later objects too."""
     staged = _begin(cat, "daily", [1])
     time.sleep(1.1)
-    assert cat.clean_staging(older_than_s=1.0) == [cat.location("shop.daily")]
+    assert cat.clean_staging(older_than=1.0) == [cat.location("shop.daily")]
     write_rows(staged.staging_path, [2], cat.config.fs_options)  # the job wrote on
     assert _objects(s3, cat, "daily")
     with pytest.raises(CommitFailedError, match="reservation of shop.daily was removed"):

@@ -114,7 +114,7 @@ def test_a_driver_killed_mid_ctas_leaves_no_table_and_clean_staging_removes_its_
     assert code == -signal.SIGKILL, f"crash point {point} not reached: {(tmp_path / 'run-1.log').read_text()[-3000:]}"
     assert not db.exists("events"), "a killed CREATE TABLE AS must not leave the table"
     assert db.registered(), "the hidden table of the killed job is registered for clean-up"
-    dropped = lakesink.jdbc.clean_staging(db.url, older_than_s=0, options=db.options)
+    dropped = lakesink.jdbc.clean_staging(db.url, older_than=0, options=db.options)
     assert dropped and db.staging_tables() == [] and db.registered() == []
     assert not db.exists("events")
     code = run_driver(tmp_path, db, "ctas", 2, {})

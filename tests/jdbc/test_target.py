@@ -246,9 +246,9 @@ def test_clean_staging_drops_what_killed_drivers_left(db):
     from lakesink.jdbc import clean_staging
     job = plan(db)
     stage(job, [batch(range(3))], 0, 0, job.token)  # never committed nor aborted: the driver died
-    assert clean_staging(db.url, older_than_s=3600, options=db.options) == []  # too young
-    assert len(clean_staging(db.url, older_than_s=0, dry_run=True, options=db.options)) == 1
-    assert len(clean_staging(db.url, older_than_s=0, options=db.options)) == 1
+    assert clean_staging(db.url, older_than=3600, options=db.options) == []  # too young
+    assert len(clean_staging(db.url, older_than=0, dry_run=True, options=db.options)) == 1
+    assert len(clean_staging(db.url, older_than=0, options=db.options)) == 1
     assert db.staging_tables() == [] and db.registered() == []
 
 

@@ -101,3 +101,12 @@ def test_a_branch_of_a_keyed_table_refuses_writes_before_writing(spark, table_pa
     with pytest.raises(lakesink.UnsupportedTableError, match="append tables"):
         lakesink.write(spark.range(5, 6), table_path, options={"branch": "k"})
     assert branch_ids(table_path, "k") == [0, 1]
+
+
+def test_reads_that_cannot_read_a_branch_refuse_it_rather_than_read_main(spark, table_path):
+    lakesink.write(spark.range(0, 2), table_path)
+    lakesink.branch.create(table_path, "b")
+    with pytest.raises(lakesink.ConfigurationError, match="streams main only"):
+        lakesink.read_stream(spark, table_path, options={"branch": "b"})
+    with pytest.raises(Exception, match="reads main only"):
+        spark.read.format("paimon").option("branch", "b").load(table_path).collect()

@@ -14,9 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakesink
+from lakesink import clean_staging
 from lakesink.errors import TableAlreadyExistsError
 from lakesink.paimon import PaimonTarget, TableLayout, TableSpec, describe_parquet
-from lakesink.paimon.catalog.staged_table import PaimonStagedTable, clean_staging
+from lakesink.paimon.catalog.staged_table import PaimonStagedTable
 from lakesink.protocol import Committer
 from lakesink.protocol.staging import run_staged
 from tests.helpers import read_table

@@ -263,7 +263,7 @@ def test_a_compaction_whose_inputs_someone_else_compacted_is_discarded_and_the_b
 def test_a_corrupt_state_document_names_the_file(tmp_path):
     store = StateStore(str(tmp_path / "state"))
     store.write_json("aggregator-00000000000000000001.json", {"format": "something-else"})
-    with pytest.raises(Exception, match="aggregator-00000000000000000001.json: not a lakesink aggregator state"):
+    with pytest.raises(Exception, match="aggregator-00000000000000000001.json has an unknown format.*not a lakesink aggregator state"):
         Coordinator(MergeAtTen(), MemoryTable(), "u", store).restore()
 
 

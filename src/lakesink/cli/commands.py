@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import importlib
 
 import click
@@ -140,10 +139,10 @@ def remove_orphans(obj: State, table, older_than, dry_run):
 
 @cli.command("clean-staging", epilog=EXIT_CODES)
 @click.argument("table", required=False)
-@click.option("--older-than", type=Duration(), default=None, show_default="1 d; a reservation: 1 h",
-              help="Staging changed more recently than this may belong to a running job: kept. A CREATE "
-                   "TABLE AS reservation (JDBC catalog on an object store) is kept while its job beat "
-                   "more recently than this.")
+@click.option("--older-than", type=Duration(), default=None, show_default="1 h; a table's job staging: 1 d",
+              help="Staging changed more recently than this (a CREATE TABLE AS staged table: started) may "
+                   "belong to a running job: kept. A CREATE TABLE AS reservation (JDBC catalog on an "
+                   "object store) is kept while its job beat more recently than this (it beats every 30 s).")
 @click.option("--dry-run", is_flag=True, help="Show what would be removed, remove nothing.")
 @click.option("--include-pending", is_flag=True,
               help="Also remove (old) staging a stopped streaming query's checkpoint may still commit; "
@@ -162,19 +161,18 @@ def clean_staging(obj: State, table, older_than, dry_run, include_pending):
     what dead CREATE TABLE AS jobs left in every database of the catalog. Every directory found
     is listed with the reason.
     """
-    from ..paimon.catalog import reservations
-    from ..paimon.maintenance import catalog_sweep as catalog_staging
-    # Jobs holding a reservation beat every 30 s, so its default is the sweeps' (1 h); other staging
-    # shows only its age.
-    beat = older_than or dt.timedelta(seconds=reservations.EXPIRY_S)
-    older_than = older_than or dt.timedelta(days=1)
+    from ..paimon.catalog import cleanup
+    from ..protocol.staging import STAGING_AGE
+    # A table's job staging (no owner, no heartbeat) keeps its own longer default, applied by
+    # maintenance.clean_staging; CREATE TABLE AS staging has every clean_staging's (an hour).
+    ctas_age = STAGING_AGE if older_than is None else older_than
     if table is None:
         if not obj.catalog:
             raise click.UsageError("Give TABLE, or --catalog KEY=VALUE... without TABLE to clean what dead "
                                    "CREATE TABLE AS jobs left in the whole catalog.")
         if include_pending:
             raise click.UsageError("--include-pending is about a table's streaming staging: give TABLE.")
-        entries = catalog_staging.clean_catalog(obj.open_catalog(), older_than, dry_run=dry_run, beat=beat)
+        entries = cleanup.clean_catalog(obj.open_catalog(), ctas_age, dry_run=dry_run)
         title = "staging of the catalog"
     else:
         path, fs = obj.open(table)
@@ -182,8 +180,8 @@ def clean_staging(obj: State, table, older_than, dry_run, include_pending):
                                             fs_options=fs)
         name = obj.resolved.name if obj.resolved is not None else None
         if name is not None:
-            entries += catalog_staging.clean_name(obj.open_catalog(), name.database, name.table, beat,
-                                                  dry_run=dry_run)
+            entries += cleanup.clean_name(obj.open_catalog(), name.database, name.table, ctas_age,
+                                          dry_run=dry_run)
         title = f"staging of {table}"
     removed = [e for e in entries if e.remove]
     rows = [{"path": e.path, "kind": e.kind, "modified_at": e.modified_at,

@@ -14,6 +14,8 @@ database table as the target: see docs/jdbc.md.
 
 from __future__ import annotations
 
+import datetime as _dt
+
 
 def write(df, url: str, table: str, mode: str = "append", **kwargs):
     from ..spark.jdbc import write as _write
@@ -35,9 +37,11 @@ def replace_table_as(df, url: str, table: str, **kwargs):
     return _rtas(df, url, table, **kwargs)
 
 
-def clean_staging(url: str, older_than_s: float = 3600.0, dry_run: bool = False, **kwargs) -> list[str]:
+def clean_staging(url: str, older_than: _dt.timedelta | float = _dt.timedelta(hours=1), dry_run: bool = False, *,
+                  older_than_s: float | None = None, **kwargs) -> list[str]:
+    from ..protocol.staging import staging_age
     from ..spark.jdbc import clean_staging as _clean
-    return _clean(url, older_than_s, dry_run, **kwargs)
+    return _clean(url, staging_age(older_than, older_than_s), dry_run, **kwargs)
 
 
 def register(spark) -> None:
@@ -50,6 +54,8 @@ write.__doc__ = "Write a DataFrame into a database table in one transaction. See
 stream.__doc__ = "Start an exactly-once streaming query into a database table. See jdbc.spark.stream."
 create_table_as.__doc__ = "Create a table from a DataFrame, all or nothing. See jdbc.spark.create_table_as."
 replace_table_as.__doc__ = "Replace a table's definition and rows in one transaction. See jdbc.spark.replace_table_as."
-clean_staging.__doc__ = "Drop staging tables killed drivers left. See jdbc.spark.clean_staging."
+clean_staging.__doc__ = ("Drop staging tables killed drivers left, older than `older_than` (a datetime.timedelta or "
+                         "seconds; an hour by default; `older_than_s`: the former keyword, deprecated). "
+                         "See spark.jdbc.clean_staging.")
 
 __all__ = ["write", "stream", "create_table_as", "replace_table_as", "clean_staging", "register"]

@@ -18,7 +18,8 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 
-from ..errors import CheckpointMismatchError, CorruptStateError
+from .. import storage
+from ..errors import CheckpointMismatchError
 from .state import StateStore
 
 log = logging.getLogger(__name__)
@@ -37,16 +38,15 @@ class CheckpointBinding:
 
     def __init__(self, store: StateStore, checkpoint: str, name: str, format: str, table: str):
         self.store, self.checkpoint, self.name, self.format, self.table = store, checkpoint, name, format, table
+        self.kind = storage.DocumentKind(format, BINDING_VERSION, "lakesink stream sink binding",
+                                         "Use a new checkpoint location.")
 
     def commit_user(self, explicit_user: str | None) -> str | None:
         """The commit user the checkpoint is bound to, None when unbound; fails for another table
         or another explicit commit user."""
-        binding = self.store.read_json(self.name)
+        binding = self.store.read_document(self.name, self.kind)
         if binding is None:
             return None
-        if not isinstance(binding, dict) or binding.get("format") != self.format or \
-                binding.get("version") != BINDING_VERSION:
-            raise CorruptStateError(f"{self.checkpoint}/lakesink/{self.name} has an unknown format: {binding!r}")
         if binding["table"] != self.table:
             raise CheckpointMismatchError(
                 f"Checkpoint {self.checkpoint} belongs to table {binding['table']}, not {self.table}. "
@@ -64,6 +64,5 @@ class CheckpointBinding:
             log.warning("no query id in %s/metadata: the commit user is random (kept in %s)",
                         self.checkpoint, self.name)
         user = explicit_user or f"lakesink-stream-{query or uuid.uuid4()}"
-        self.store.write_json(self.name, {"format": self.format, "version": BINDING_VERSION, "commit_user": user,
-                                          "table": self.table, "query_id": query})
+        self.store.write_document(self.name, self.kind, commit_user=user, table=self.table, query_id=query)
         return user

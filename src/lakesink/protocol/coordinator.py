@@ -46,6 +46,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic
 
+from .. import storage
 from ..errors import CommitConflictError, CommitFailedError, CorruptStateError
 from . import crashpoints
 from .aggregator import Aggregator, C, run_aggregator
@@ -54,8 +55,8 @@ from .target import CommitReport
 
 log = logging.getLogger(__name__)
 
-STATE_FORMAT = "lakesink.aggregator-state"
-STATE_VERSION = 1
+STATE = storage.DocumentKind("lakesink.aggregator-state", 1, "lakesink aggregator state",
+                             "Delete it to start aggregating afresh (no row depends on it).")
 STATE_PREFIX = "aggregator-"
 COMPACT_USER_SUFFIX = ".compact"
 
@@ -452,12 +453,10 @@ class Coordinator(Generic[C]):
             return
         with self._events_lock:
             held = [self._encode_event(e) for e in self.held]
-        document = {"format": STATE_FORMAT, "version": STATE_VERSION, "commit_user": self.commit_user,
-                    "checkpoint": self.applied, "saved_at": checkpoint,
-                    "bins": [self.target.encode(c) for c in self.bins.values()],
-                    "held": held, "pending": self.pending, "aggregator": self.aggregator.state()}
         name = f"{STATE_PREFIX}{checkpoint:020d}.json"
-        self.store.write_json(name, document)
+        self.store.write_document(name, STATE, commit_user=self.commit_user, checkpoint=self.applied,
+                                  saved_at=checkpoint, bins=[self.target.encode(c) for c in self.bins.values()],
+                                  held=held, pending=self.pending, aggregator=self.aggregator.state())
         for old in self.store.names(STATE_PREFIX)[:-2]:  # keep the newest two
             if old != name:
                 self.store.delete(old)
@@ -469,9 +468,7 @@ class Coordinator(Generic[C]):
         if name is None:
             return
         where = f"{self.store.directory}/{name}"
-        if not isinstance(data, dict) or data.get("format") != STATE_FORMAT or data.get("version") != STATE_VERSION:
-            raise CorruptStateError(f"{where}: not a lakesink aggregator state of version {STATE_VERSION}. "
-                                    "Delete it to start aggregating afresh (no row depends on it).")
+        STATE.check(data, where)
         if data.get("commit_user") != self.commit_user:
             raise CorruptStateError(f"{where} belongs to commit user {data.get('commit_user')!r}, "
                                     f"not {self.commit_user!r}.")

@@ -32,15 +32,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import storage
-from ..errors import BackgroundCommitError, CorruptStateError
+from ..errors import BackgroundCommitError
 from . import crashpoints
 from .committer import Committer
 from .state import StateStore
 from .target import C, CommitReport, Overwrite
 
 ERROR_DOCUMENT = "committer-error.json"
-ERROR_FORMAT = "lakesink.committer-error"
-ERROR_VERSION = 1
+ERROR = storage.DocumentKind("lakesink.committer-error", 1, "lakesink committer error record",
+                             "Delete it; the batch it names stays pending and is committed on restart.")
 # A background committer process leaves after this long without work.
 IDLE_SECONDS = float(os.environ.get("LAKESINK_COMMITTER_IDLE_SECONDS", "60"))
 
@@ -211,18 +211,15 @@ class CheckpointLock:
 
 
 def record_error(store: StateStore, identifier: int | None, exc: BaseException) -> None:
-    store.write_json(ERROR_DOCUMENT, {"format": ERROR_FORMAT, "version": ERROR_VERSION,
-                                      "identifier": identifier, "error": type(exc).__name__,
-                                      "message": str(exc), "time_ms": int(time.time() * 1000)})
+    store.write_document(ERROR_DOCUMENT, ERROR, identifier=identifier, error=type(exc).__name__,
+                         message=str(exc), time_ms=int(time.time() * 1000))
 
 
 def raise_recorded_error(store: StateStore) -> None:
     """Raise (once) the failure the background committer left behind."""
-    document = store.read_json(ERROR_DOCUMENT)
+    document = store.read_document(ERROR_DOCUMENT, ERROR)
     if document is None:
         return
-    if document.get("format") != ERROR_FORMAT or document.get("version") != ERROR_VERSION:
-        raise CorruptStateError(f"{store.directory}/{ERROR_DOCUMENT} has an unknown format: {document!r}")
     store.delete(ERROR_DOCUMENT)
     raise BackgroundCommitError(
         f"The background commit of batch {document.get('identifier')} failed: {document['error']}: "

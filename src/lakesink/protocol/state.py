@@ -23,14 +23,13 @@ restored checkpoint keeps that check; a document without the field commits
 without it.
 
 The same store also keeps small named JSON documents (the sink's binding to a
-table, the coordinator's state) with the same write discipline.
+table, the coordinator's state) with the same write discipline; each is a
+versioned document (`storage.documents`), checked when read.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,8 +38,8 @@ from .. import storage
 from ..errors import CorruptStateError
 from .target import Overwrite
 
-PENDING_FORMAT = "lakesink.pending-commit"
-PENDING_VERSION = 1
+PENDING = storage.DocumentKind("lakesink.pending-commit", 1, "lakesink pending-commit document",
+                                "Restore it from a backup or delete the checkpoint to start over.")
 
 
 @dataclass
@@ -54,22 +53,17 @@ class PendingCheckpoint:
     check_from: int | None = None
 
     def to_json(self) -> dict:
-        document = {"format": PENDING_FORMAT, "version": PENDING_VERSION,
-                    "commit_user": self.commit_user, "identifier": self.identifier,
-                    "overwrite": self.overwrite.to_json() if self.overwrite else None,
-                    "properties": self.properties, "committables": self.committables,
-                    "acknowledged": self.acknowledged}
+        document = PENDING.new(commit_user=self.commit_user, identifier=self.identifier,
+                               overwrite=self.overwrite.to_json() if self.overwrite else None,
+                               properties=self.properties, committables=self.committables,
+                               acknowledged=self.acknowledged)
         if self.check_from is not None:
             document["check_from"] = self.check_from
         return document
 
     @classmethod
     def from_json(cls, data: dict, where: str) -> PendingCheckpoint:
-        if data.get("format") != PENDING_FORMAT or data.get("version") != PENDING_VERSION:
-            raise CorruptStateError(
-                f"{where}: not a lakesink pending-commit document of version {PENDING_VERSION} "
-                f"(format={data.get('format')!r}, version={data.get('version')!r})."
-            )
+        PENDING.check(data, where)
         return cls(commit_user=data["commit_user"], identifier=int(data["identifier"]),
                    committables=list(data["committables"]),
                    overwrite=Overwrite.from_json(data.get("overwrite")),
@@ -89,21 +83,16 @@ class StateStore:
         return f"{self._root.rstrip('/')}/{name}"
 
     def write_json(self, name: str, document: Any) -> None:
-        from pyarrow import fs as pafs  # here: importing the protocol loads no pyarrow
+        storage.replace_file(self._fs, self._path(name), json.dumps(document, indent=1, sort_keys=True).encode())
 
-        self._fs.create_dir(self._root, recursive=True)
-        final = self._path(name)
-        tmp = self._path(f".{name}.{uuid.uuid4().hex}.tmp")
-        data = json.dumps(document, indent=1, sort_keys=True).encode()
-        with self._fs.open_output_stream(tmp) as out:
-            out.write(data)
-        if isinstance(self._fs, pafs.LocalFileSystem):
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        self._fs.move(tmp, final)
+    def write_document(self, name: str, kind: storage.DocumentKind, **fields: Any) -> None:
+        """The document `name` of `kind` (its envelope and `fields`), replaced atomically."""
+        self.write_json(name, kind.new(**fields))
+
+    def read_document(self, name: str, kind: storage.DocumentKind) -> dict | None:
+        """The document `name`, checked to be of `kind` and its version; None when there is none."""
+        data = self.read_json(name)
+        return None if data is None else kind.check(data, f"{self.directory}/{name}")
 
     def read_json(self, name: str) -> Any | None:
         path = self._path(name)

@@ -9,13 +9,14 @@ the commit (it drops every staging table registered under the job's token).
 
 from __future__ import annotations
 
+import datetime
 import logging
 import time
 from collections.abc import Iterable, Mapping
 
 from ..errors import ConfigurationError
 from ..protocol import CommitReport, crashpoints
-from ..protocol.staging import Terminated, run_staged
+from ..protocol.staging import STAGING_AGE, Terminated, run_staged, staging_age
 from ..jdbc.db import Database
 from .checkpoint import query_id
 from .session import is_connect, wait_for_tasks
@@ -188,9 +189,11 @@ def _staged(df, url, table, options, replace: bool, if_not_exists: bool):
     return run_staged(staged, job)
 
 
-def clean_staging(url: str, older_than_s: float = 3600.0, dry_run: bool = False,
+def clean_staging(url: str, older_than: datetime.timedelta | float = STAGING_AGE, dry_run: bool = False,
                   options: Mapping[str, object] | None = None) -> list[str]:
-    """Drop staging and hidden CTAS tables older than `older_than_s` (left by killed drivers); return their names."""
+    """Drop staging and hidden CTAS tables older than `older_than` (left by killed drivers; a
+    `datetime.timedelta` or seconds, an hour by default); return their names."""
+    older_than_s = staging_age(older_than).total_seconds()
     opts = JdbcOptions.parse({**dict(options or {}), "url": url})
     db = Database.from_options(opts)
     conn = db.connect()

@@ -139,6 +139,9 @@ def read_stream(spark, path: str, *, consumer_id: str | None = None, starting="l
 
     >>> sdf = lakesink.read_stream(spark, "/data/wh/db.db/bronze", consumer_id="silver")   # doctest: +SKIP
     """
+    if any(str(k).lower() == "branch" for k in (options or {})):
+        raise ConfigurationError("option branch: lakesink.read_stream streams main only for now; read a branch "
+                                 "with lakesink.read(spark, table, branch=...).", option="branch")
     resolved = resolve_for(spark, path)  # checked now, not when the query plans its first batch
     path = resolved.path
     options = resolved.with_fs_options(options)

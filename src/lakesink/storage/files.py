@@ -73,6 +73,26 @@ def write_atomically(io: FileIO, path: str, content: str, durable: bool = True) 
         raise
 
 
+def replace_file(filesystem: pafs.FileSystem, path: str, data: bytes) -> None:
+    """`write_atomically` through a `pyarrow.fs` file system (`path` inside it): written to a hidden
+    temporary name beside `path`, fsynced on a local disk, then moved over `path`."""
+    from pyarrow import fs as pafs
+
+    directory, name = path.rsplit("/", 1) if "/" in path else ("", path)
+    if directory:
+        filesystem.create_dir(directory, recursive=True)
+    tmp = f"{directory}/.{name}.{uuid.uuid4().hex}.tmp" if directory else f".{name}.{uuid.uuid4().hex}.tmp"
+    with filesystem.open_output_stream(tmp) as out:
+        out.write(data)
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    filesystem.move(tmp, path)
+
+
 @dataclass(frozen=True)
 class FileEntry:
     path: str          # full path, with the scheme for remote stores

@@ -27,6 +27,7 @@ in place under a name reservation, ctas_in_place.py and reservations.py).
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import threading
@@ -36,9 +37,9 @@ from dataclasses import dataclass, field
 from ... import dbapi, storage
 from ...errors import (AmbiguousTableNameError, CatalogInconsistencyError, ConfigurationError,
                       DatabaseConnectionError, DatabaseNotFoundError, NotAPaimonTableError, TableNotFoundError)
-from . import reservations
+from ...protocol.staging import STAGING_AGE, staging_age
 from ..table import tables
-from .cleanup import clean_catalog_staging
+from . import cleanup, reservations
 from .config import CatalogConfig, connect
 from ..table.catalog_lock import first_line
 from .names import DEFAULT_DATABASE, PURPOSES, TableName, is_path, local_table, split_name
@@ -389,7 +390,15 @@ class Catalog:
         resolved = self.resolve(name, "read")
         return tables.open_table(resolved.path, resolved.fs_options or None)
 
-    def clean_staging(self, older_than_s: float = 3600.0, dry_run: bool = False) -> list[str]:
+    def clean_staging(self, older_than: dt.timedelta | float = STAGING_AGE, dry_run: bool = False, *,
+                      older_than_s: float | None = None) -> list[str]:
         """Remove what interrupted CREATE TABLE AS jobs left in the catalog's databases (staged
-        tables, and JDBC publications that never reached the catalog). Returns what was removed."""
-        return clean_catalog_staging(self, older_than_s, dry_run)
+        tables, JDBC publications that never reached the catalog, on an object store the dead
+        reservations' files and rows). Returns what was (with `dry_run`: would be) removed.
+
+        `older_than` (a `datetime.timedelta`, or a number of seconds; default an hour): a job
+        whose process on this host is gone is dead at once; one elsewhere once its staged table
+        is older than that, or its reservation's heartbeat (every 30 s) is. `older_than_s` is the
+        former keyword (deprecated)."""
+        age = staging_age(older_than, older_than_s)
+        return [e.path for e in cleanup.clean_catalog(self, age, dry_run) if e.remove]

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 from ... import dbapi, storage
 from ...errors import DatabaseConnectionError, TableAlreadyExistsError, TableNotFoundError
+from ...protocol.staging import STAGING_AGE
 from .staged_table import _age_text, _alive
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ log = logging.getLogger(__name__)
 TABLE = "lakesink_staged_tables"
 HEARTBEAT_S = 30.0
 # A reservation without a heartbeat for this long is abandoned (120 missed beats): the sweeps' default.
-EXPIRY_S = 3600.0
+EXPIRY_S = STAGING_AGE.total_seconds()  # an hour: every clean_staging's default
 _COLUMNS = "token, location, host, pid, created_at_ms, heartbeat_at_ms"
 _KEY = "catalog_key = ? AND database_name = ? AND table_name = ?"
 

@@ -18,6 +18,7 @@ POSIX file system there (`ctas.atomicity-enabled=false` selects the plain path).
 from __future__ import annotations
 
 import ctypes
+import datetime as dt
 import errno
 import json
 import os
@@ -32,7 +33,8 @@ from ...protocol.staging import StagedTable
 from ..table import tables
 
 MARKER = "STAGED.json"
-MARKER_FORMAT = "lakesink.staged-table"
+STAGED = storage.DocumentKind("lakesink.staged-table", 1, "lakesink staged-table marker",
+                              "A lakesink that reads it decides whether its job is over.")
 STAGING_INFIX = ".lakesink-staging-"
 
 
@@ -86,9 +88,8 @@ class PaimonStagedTable(StagedTable):
     def make_staging(self) -> None:
         """The hidden staging directory, with a marker naming its owner (for `clean_staging`)."""
         os.makedirs(self.staging_path)
-        with open(os.path.join(self.staging_path, MARKER), "w") as out:
-            json.dump({"format": MARKER_FORMAT, "version": 1, "target": self.path, "pid": os.getpid(),
-                       "host": socket.gethostname(), "created_at": time.time()}, out)
+        STAGED.write(None, os.path.join(self.staging_path, MARKER), target=self.path, pid=os.getpid(),
+                     host=socket.gethostname(), created_at=time.time())
 
     def commit(self) -> None:
         os.unlink(os.path.join(self.staging_path, MARKER))
@@ -131,31 +132,16 @@ def _clear_leftovers(path: str) -> None:
             shutil.rmtree(path)
 
 
-def clean_staging(directory: str, older_than_s: float = 3600.0, dry_run: bool = False) -> list[str]:
-    """Remove staged tables left by dead jobs under `directory` (a database directory).
-
-    A staged table is removed when its job's process is gone (same host) or it is
-    older than `older_than_s`. Only directories named `.<table>.lakesink-staging-*`
-    holding a STAGED.json marker are considered: never a published table.
-    """
-    removed = []
-    for full, marker in staged_tables(directory):
-        if abandoned(marker, older_than_s)[0]:
-            removed.append(full)
-            if not dry_run:
-                shutil.rmtree(full, ignore_errors=True)
-    return removed
-
-
 def read_marker(directory: str) -> dict | None:
     """The STAGED.json marker of a (local) directory, or None when it has none (a catalog CTAS
     keeps it in the table's own directory until its catalog transaction committed)."""
+    path = os.path.join(directory, MARKER)
     try:
-        with open(os.path.join(directory, MARKER)) as src:
+        with open(path) as src:
             marker = json.load(src)
     except (OSError, ValueError):
-        return None
-    return marker if isinstance(marker, dict) and marker.get("format") == MARKER_FORMAT else None
+        return None  # none, or torn (an older lakesink wrote it in place): not a marker
+    return STAGED.check(marker, path) if STAGED.is_one(marker) else None
 
 
 def local_dir(path: str) -> str:
@@ -174,18 +160,15 @@ def staged_tables(directory: str, table_name: str | None = None) -> list[tuple[s
             continue
         if prefix is not None and not entry.startswith(prefix):
             continue
-        try:
-            with open(os.path.join(full, MARKER)) as src:
-                marker = json.load(src)
-        except (OSError, ValueError):
-            continue
-        if marker.get("format") == MARKER_FORMAT:
+        marker = read_marker(full)
+        if marker is not None:
             found.append((full, marker))
     return found
 
 
-def abandoned(marker: dict, older_than_s: float, now: float | None = None) -> tuple[bool, str]:
+def abandoned(marker: dict, older_than: dt.timedelta, now: float | None = None) -> tuple[bool, str]:
     """Whether a staged table's job is over, and why (or why it may still run)."""
+    older_than_s = older_than.total_seconds()
     age = (now if now is not None else time.time()) - float(marker.get("created_at", 0))
     host, pid = marker.get("host"), int(marker.get("pid", -1))
     if host == socket.gethostname() and not _alive(pid):

@@ -18,7 +18,6 @@ back (`rewind`); so the check stays right through both.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 
 from pypaimon.snapshot.snapshot import Snapshot
@@ -27,8 +26,8 @@ from ... import storage
 from ...errors import CorruptStateError
 from ..table.tables import LAKESINK_DIR
 
-MARKER_FORMAT = "lakesink.commit-user"
-MARKER_VERSION = 1
+MARKER = storage.DocumentKind("lakesink.commit-user", 1, "lakesink commit-user marker",
+                               "Commits of this table need a lakesink that reads it.")
 
 
 def markers_dir(table_path: str) -> str:
@@ -52,17 +51,16 @@ def read_marker(file_io, table_path: str, commit_user: str) -> dict | None:
     path = marker_path(table_path, commit_user)
     if not file_io.exists(path):
         return None
-    data = json.loads(file_io.read_file_utf8(path))
-    if data.get("format") != MARKER_FORMAT or data.get("commit_user") != commit_user:
+    data = MARKER.read(file_io, path)
+    if data is not None and data.get("commit_user") != commit_user:
         raise CorruptStateError(f"{path} is not a lakesink commit-user marker for {commit_user!r}.")
     return data
 
 
 def write_marker(file_io, table_path: str, commit_user: str, durable: bool = True, **fields) -> None:
-    data = {"format": MARKER_FORMAT, "version": MARKER_VERSION, "commit_user": commit_user,
-            "last_identifier": None, "last_snapshot": None, "scan_from": None}
+    data = {"commit_user": commit_user, "last_identifier": None, "last_snapshot": None, "scan_from": None}
     data.update(fields)
-    storage.write_atomically(file_io, marker_path(table_path, commit_user), json.dumps(data), durable)
+    MARKER.write(file_io, marker_path(table_path, commit_user), durable, **data)
 
 
 def forget(file_io, table_path: str, commit_user: str) -> None:
@@ -142,8 +140,8 @@ def _markers(table):
     for status in file_io.list_status(directory):
         if status.base_name.endswith(".json"):
             path = f"{directory}/{status.base_name}"
-            marker = json.loads(file_io.read_file_utf8(path))
-            if marker.get("format") == MARKER_FORMAT:
+            marker = MARKER.read(file_io, path, skip_other_formats=True)
+            if marker is not None:
                 yield path, marker
 
 
@@ -165,11 +163,13 @@ def carry_over(table, begin: int, end: int) -> int:
         found = newest_of_user(manager, marker["commit_user"], end - 1, max(start, begin), get=cached)
         if found is None:
             continue
-        fresh = json.loads(table.file_io.read_file_utf8(path))  # shrink the window for a racing commit
+        fresh = MARKER.read(table.file_io, path)  # shrink the window for a racing commit
+        if fresh is None:
+            continue  # forgotten meanwhile: a one-off user that will not commit again
         last = fresh.get("last_identifier")
         if last is None or found.commit_identifier > last:
             fresh["last_identifier"] = found.commit_identifier
-            storage.write_atomically(table.file_io, path, json.dumps(fresh))
+            _rewrite(table.file_io, path, fresh)
             updated += 1
     return updated
 
@@ -185,4 +185,9 @@ def rewind(table, retained_id: int) -> None:
         found = newest_of_user(manager, marker.get("commit_user"), retained_id, earliest.id if earliest else 1)
         marker.update(last_identifier=found.commit_identifier if found else None, last_snapshot=retained_id,
                       scan_from=None)
-        storage.write_atomically(table.file_io, path, json.dumps(marker))
+        _rewrite(table.file_io, path, marker)
+
+
+def _rewrite(file_io, path: str, marker: dict) -> None:
+    """A marker read (and checked) then changed, written back with its fields as they are."""
+    MARKER.write(file_io, path, **{k: v for k, v in marker.items() if k not in ("format", "version")})

@@ -20,7 +20,6 @@ and renaming (cheap and atomic there) unless `write.in-place` says otherwise.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import uuid
@@ -30,12 +29,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pypaimon.utils.file_store_path_factory import canonical_data_file_path
 
 from ... import storage
-from ...errors import ConfigurationError, CorruptStateError
+from ...errors import ConfigurationError
 
 log = logging.getLogger(__name__)
 
-INTENT_FORMAT = "lakesink.intent"
-INTENT_VERSION = 1
+INTENT = storage.DocumentKind("lakesink.intent", 1, "lakesink intent",
+                               "Its job's files are unknown: leave the staging directory to a lakesink that reads it.")
 INTENTS = "intents"
 CHOICES = ("auto", "true", "false")
 
@@ -104,7 +103,7 @@ class Intent:
     def declare(self, paths: Iterable[str]) -> None:
         """Name `paths` (with every file named before) before any of them is written."""
         self.files.extend(paths)
-        text = json.dumps({"format": INTENT_FORMAT, "version": INTENT_VERSION, "files": self.files})
+        text = INTENT.dumps(files=self.files)
         if storage.is_local(self.path):
             # Replaced whole (a killed task leaves the old text or the new, never a torn one); no
             # fsync: a SIGKILL loses no page cache, and the files it names are not durable either.
@@ -128,17 +127,11 @@ def read_intent_files(staging_dir: str, fs_options: dict | None) -> dict[str, li
     io = storage.file_io(staging_dir, fs_options)
     named: dict[str, list[str]] = {}
     for entry in entries:
-        try:
-            data = json.loads(io.read_file_utf8(entry.path))
-        except FileNotFoundError:
+        # A local write is replaced atomically and an object PUT is whole: a torn intent is not
+        # something lakesink writes. Refuse (CorruptStateError) rather than guess what it named.
+        data = INTENT.read(io, entry.path)
+        if data is None:
             continue  # removed meanwhile (the attempt cleaned up after itself)
-        except ValueError as exc:
-            # A local write is replaced atomically and an object PUT is whole: a torn intent is
-            # not something lakesink writes. Refuse rather than guess what it named.
-            raise CorruptStateError(f"{entry.path} is not a readable lakesink intent: {exc}") from exc
-        if data.get("format") != INTENT_FORMAT or data.get("version") != INTENT_VERSION:
-            raise CorruptStateError(f"{entry.path} is not a lakesink intent (version {INTENT_VERSION}): "
-                                    f"{str(data)[:200]}")
         named[entry.path] = [str(p) for p in data.get("files", [])]
     return named
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import atexit
 import datetime as dt
-import json
 import logging
 import threading
 import time
 
 from ... import storage
-from ...errors import InvalidOptionError, MaintenanceError
+from ...errors import CorruptStateError, InvalidOptionError, MaintenanceError
 from ..table import tables
 from . import catalog_sweep as catalog_staging
 from .expiry import expire_snapshots
@@ -19,7 +18,8 @@ from .retention import create_automatic_tags, expire_consumers, expire_partition
 
 log = logging.getLogger(__name__)
 
-FAILURE_FORMAT, FAILURE_VERSION = "lakesink.maintenance-failure", 1
+FAILURE = storage.DocumentKind("lakesink.maintenance-failure", 1, "lakesink maintenance failure record",
+                                "Delete it; the next commit then runs maintenance again.")
 
 
 def _failure_path(path: str) -> str:
@@ -114,10 +114,9 @@ def after_commit(path: str, table, report=None, fs_options: dict | None = None) 
 
 def record_failure(path: str, exc: BaseException, fs_options: dict | None = None) -> None:
     file_io = storage.file_io(path, fs_options)
-    data = {"format": FAILURE_FORMAT, "version": FAILURE_VERSION, "at_ms": int(time.time() * 1000),
-            "error": f"{type(exc).__name__}: {exc}"}
     try:
-        storage.write_atomically(file_io, _failure_path(path), json.dumps(data))
+        FAILURE.write(file_io, _failure_path(path), at_ms=int(time.time() * 1000),
+                      error=f"{type(exc).__name__}: {exc}")
     except Exception:
         log.exception("could not record the maintenance failure of %s", path)
 
@@ -128,10 +127,12 @@ def raise_failure(path: str, file_io) -> None:
     if not file_io.exists(failure):
         return
     try:
-        data = json.loads(file_io.read_file_utf8(failure))
-        error = data.get("error", "unknown error")
-    except (ValueError, OSError):
+        data = FAILURE.read(file_io, failure)
+        error = data.get("error", "unknown error") if data is not None else "unknown error"
+    except OSError:
         error = "unreadable failure record"
+    except CorruptStateError as exc:  # raised once all the same: the record's only use is this error
+        error = f"unreadable failure record ({exc})"
     file_io.delete_quietly(failure)
     raise MaintenanceError(
         f"Table maintenance of {path} failed after an earlier commit: {error}. Nothing was committed "

@@ -1,11 +1,8 @@
-"""A catalog's own staging: what dead CREATE TABLE AS jobs left, for the CLI and after commits.
+"""A catalog's own staging after commits: what dead CREATE TABLE AS jobs left, swept when due.
 
-* `clean_catalog(catalog, older_than, dry_run)`: what `Catalog.clean_staging`
-  removes in every database of the catalog, as `StagingEntry`s with what was
-  done and why (`lakesink clean-staging --catalog ...` without a TABLE). Through
-  a JDBC catalog on an object store that is the dead name reservations
-  (catalog/reservations.py) and their locations' files; on a local warehouse the
-  staged tables of CREATE TABLE AS jobs whose process is gone.
+(On demand, `Catalog.clean_staging` and `lakesink clean-staging --catalog ...` run
+`catalog/cleanup.py`'s `clean_catalog`.)
+
 * `after_commit(path, fs_options)`: called by the maintenance after each commit.
   When the table belongs to a JDBC catalog whose warehouse is on an object
   store, sweep that catalog's dead reservations (`reservations.sweep` with
@@ -27,7 +24,6 @@ after the interval tries again.
 from __future__ import annotations
 
 import atexit
-import datetime as dt
 import logging
 import threading
 import time
@@ -35,7 +31,6 @@ import time
 from ... import options as registry
 from ... import storage
 from ..catalog import reservations
-from .staging import StagingEntry, _staged_tables
 
 log = logging.getLogger(__name__)
 
@@ -44,51 +39,6 @@ SWEEP_EVERY_S = 600.0
 _lock = threading.Lock()
 _last: dict[tuple[str, str], float] = {}  # (uri, catalog-key) -> when its last sweep started (monotonic)
 _threads: list[threading.Thread] = []
-
-
-# ---------------------------------------------------------------- the whole catalog, on demand
-
-def clean_catalog(catalog, older_than: dt.timedelta = dt.timedelta(days=1), dry_run: bool = False,
-                  beat: dt.timedelta = dt.timedelta(seconds=reservations.EXPIRY_S)) -> list[StagingEntry]:
-    """Remove (unless `dry_run`) what interrupted CREATE TABLE AS jobs left in `catalog` (a lakesink
-    Catalog): `Catalog.clean_staging`, with every entry found and why it was removed or kept.
-    `beat`: a reservation without a heartbeat for longer is abandoned; `older_than`: a staged table
-    (local warehouse, no heartbeat) started longer ago is."""
-    if reservations.applies(catalog.config):
-        return [_entry(s) for s in reservations.sweep(catalog, beat.total_seconds(), dry_run)]
-    seconds = older_than.total_seconds()
-    if not storage.is_local(catalog.warehouse):
-        return []  # a filesystem catalog on an object store stages nothing (no atomic CTAS there)
-    from ..catalog.staged_table import local_dir
-    now = time.time()
-    found: list[StagingEntry] = []
-    for database in catalog.list_databases():
-        found += _staged_tables(local_dir(catalog.database_path(database)), None, older_than, now)
-    removed = set(catalog.clean_staging(seconds, dry_run))
-    out = [StagingEntry(e.path, e.kind, e.modified_at, e.path in removed, e.reason) for e in found]
-    listed = {e.path for e in found}
-    # JDBC: a table moved to its location whose catalog row never committed (marker inside it)
-    out += [StagingEntry(path, "staged-table", None, True, "an interrupted CREATE TABLE AS moved it to its "
-                         "location, but its catalog row never committed")
-            for path in sorted(removed - listed)]
-    return out
-
-
-def clean_name(catalog, database: str, table: str, beat: dt.timedelta,
-               dry_run: bool = False) -> list[StagingEntry]:
-    """The same for one name: its reservation, when a dead CREATE TABLE AS holds it (through a JDBC
-    catalog on an object store; elsewhere a name has no reservation: nothing)."""
-    if not reservations.applies(catalog.config):
-        return []
-    return [_entry(s) for s in reservations.sweep(catalog, beat.total_seconds(), dry_run,
-                                                  only=(database, table))]
-
-
-def _entry(swept: reservations.Swept) -> StagingEntry:
-    held = swept.reservation
-    beat = dt.datetime.fromtimestamp(held.heartbeat_at_ms / 1000, dt.timezone.utc) if held.heartbeat_at_ms else None
-    return StagingEntry(swept.location, "reserved-table", beat, swept.removed,
-                        f"CREATE TABLE AS of {held.database}.{held.table}: {swept.reason}")
 
 
 # ---------------------------------------------------------------- after commits

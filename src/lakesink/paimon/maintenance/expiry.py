@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -19,7 +18,8 @@ from .metadata import (MaintenanceOptions, Metadata, ProgressFn, entry_paths, la
 
 log = logging.getLogger(__name__)
 
-JOURNAL_FORMAT, JOURNAL_VERSION = "lakesink.expiry", 1
+JOURNAL = storage.DocumentKind("lakesink.expiry", 1, "lakesink expiry plan",
+                                "Move it away if it is not lakesink's; expiry then starts afresh.")
 
 
 def _journal_path(table) -> str:
@@ -81,9 +81,8 @@ def expire_snapshots(table_or_path, now_ms: int | None = None, limit: int | None
         report.snapshots_expired = end - begin
         return report
     report.markers_updated = identity.carry_over(table, begin, end)
-    journal = {"format": JOURNAL_FORMAT, "version": JOURNAL_VERSION, "begin": begin, "end": end,
-               "files": plan}
-    storage.write_atomically(table.file_io, _journal_path(table), json.dumps(journal))
+    journal = {"begin": begin, "end": end, "files": plan}
+    JOURNAL.write(table.file_io, _journal_path(table), **journal)
     crashpoints.reached("expire-planned")
     report.snapshots_expired = end - begin
     report.files_deleted += _carry_out(table, journal, progress)
@@ -181,10 +180,9 @@ def finish_pending_expiry(table) -> int:
     path = _journal_path(table)
     if not table.file_io.exists(path):
         return 0
-    journal = json.loads(table.file_io.read_file_utf8(path))
-    if journal.get("format") != JOURNAL_FORMAT or journal.get("version") != JOURNAL_VERSION:
-        raise MaintenanceError(f"{path} is not a lakesink expiry plan of version {JOURNAL_VERSION}; "
-                               "move it away if it is not lakesink's.")
+    journal = JOURNAL.read(table.file_io, path)
+    if journal is None:
+        return 0
     log.info("finishing interrupted expiry of snapshots [%s, %s) of %s", journal["begin"], journal["end"],
              table.table_path)
     return _carry_out(table, journal, None)

@@ -29,16 +29,17 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import os
 import re
 import time
-from dataclasses import dataclass
 
 from ... import storage
 from ...errors import NotAPaimonTableError
+from ...protocol.staging import STAGING_AGE, staging_age
 from ..commit import identity, intents
+from ..catalog import cleanup
 from ..catalog import staged_table as staged
+from ..catalog.cleanup import StagingEntry
 from ..table import tables
 
 _BATCH_JOB = re.compile(r"^[0-9a-f]{16}$")
@@ -46,47 +47,48 @@ _STREAM_BATCH = re.compile(r"^([0-9a-f]{12})-b(\d+)$")
 _COMPACTION = re.compile(r"^([0-9a-f]{12})-compact$")
 
 
-@dataclass(frozen=True)
-class StagingEntry:
-    path: str
-    kind: str          # batch-job | stream-batch | compaction | staged-table | unknown
-    modified_at: dt.datetime | None
-    remove: bool       # removed (or, in a dry run, would be)
-    reason: str
+# A table's job staging carries no owner and no heartbeat: its age is the only sign that its job
+# is over, and removing it under a running job loses that job's rows. Its default is longer than
+# the staged tables' (STAGING_AGE).
+JOB_STAGING_AGE = dt.timedelta(days=1)
 
 
-def clean_staging(path: str, older_than: dt.timedelta = dt.timedelta(days=1), dry_run: bool = False,
+def clean_staging(path: str, older_than: dt.timedelta | float | None = None, dry_run: bool = False,
                   include_pending: bool = False, fs_options: dict | None = None,
                   now: float | None = None) -> list[StagingEntry]:
     """Find (and unless `dry_run`, remove) staging of failed or killed jobs of the table at `path`.
 
     `path` may also be a table that does not exist (yet): a CREATE TABLE AS that
     died leaves only its staged table beside it; or a database directory: its
-    staged tables. Returns every staging directory found, with what was done and why.
+    staged tables (`cleanup.clean_database`). `older_than`: a `datetime.timedelta` or
+    seconds; by default an hour for staged tables (`STAGING_AGE`) and a day for the
+    table's job staging (`JOB_STAGING_AGE`). Returns every staging directory found,
+    with what was done and why.
     """
+    job_age = JOB_STAGING_AGE if older_than is None else staging_age(older_than)
+    staged_age = STAGING_AGE if older_than is None else staging_age(older_than)
     now = time.time() if now is None else now
-    cutoff = now - older_than.total_seconds()
+    cutoff = now - job_age.total_seconds()
     path = storage.normalize(path)
     out: list[StagingEntry] = []
-    out += _job_staging(path, cutoff, older_than, include_pending, fs_options, now)
+    out += _job_staging(path, cutoff, job_age, include_pending, fs_options, now)
     local = storage.local_path(path)
     if local is not None:
         parent, name = os.path.split(local.rstrip("/"))
-        out += _staged_tables(parent, name, older_than, now)
+        out += cleanup.clean_database(parent, staged_age, dry_run, name, now)
         if os.path.isdir(local) and not os.path.isdir(os.path.join(local, "schema")):
-            out += _staged_tables(local, None, older_than, now)  # a database directory
+            out += cleanup.clean_database(local, staged_age, dry_run, None, now)  # a database directory
     if not dry_run:
         io = storage.file_io(path, fs_options)
         referenced = None
         for entry in out:
-            if not entry.remove:
+            if not entry.remove or entry.kind == "staged-table":  # staged tables: cleanup removed them
                 continue
-            if entry.kind != "staged-table":
-                named = intents.read_intents(entry.path, fs_options)
-                if named:  # files written in place by the staging's job: those no snapshot needs go
-                    if referenced is None:
-                        referenced = _referenced_names(path, fs_options)
-                    intents.delete_named(named, lambda p: os.path.basename(p) in referenced, fs_options)
+            named = intents.read_intents(entry.path, fs_options)
+            if named:  # files written in place by the staging's job: those no snapshot needs go
+                if referenced is None:
+                    referenced = _referenced_names(path, fs_options)
+                intents.delete_named(named, lambda p: os.path.basename(p) in referenced, fs_options)
             io.delete_directory_quietly(entry.path)
     return out
 
@@ -188,11 +190,11 @@ def _commit_users(path: str, fs_options: dict | None) -> dict[str, tuple[str, in
         if not entry.path.endswith(".json"):
             continue
         try:
-            marker = json.loads(io.read_file_utf8(entry.path))
-        except (OSError, ValueError):
+            marker = identity.MARKER.read(io, entry.path, skip_other_formats=True)
+        except OSError:
             continue
-        user = marker.get("commit_user")
-        if marker.get("format") != identity.MARKER_FORMAT or not isinstance(user, str):
+        user = marker.get("commit_user") if marker is not None else None
+        if not isinstance(user, str):
             continue
         last = identity.last_committed(table, user) if table is not None else marker.get("last_identifier")
         out[_token(user)] = (user, last)
@@ -202,14 +204,3 @@ def _commit_users(path: str, fs_options: dict | None) -> dict[str, tuple[str, in
 
 def _token(user: str) -> str:
     return hashlib.sha256(user.encode()).hexdigest()[:12]
-
-
-def _staged_tables(directory: str, name: str | None, older_than: dt.timedelta, now: float) -> list[StagingEntry]:
-    out = []
-    for full, marker in staged.staged_tables(directory, name):
-        remove, reason = staged.abandoned(marker, older_than.total_seconds(), now)
-        created = marker.get("created_at")
-        when = dt.datetime.fromtimestamp(float(created), dt.timezone.utc) if created else None
-        out.append(StagingEntry(full, "staged-table", when, remove,
-                                f"CREATE TABLE AS of {marker.get('target')}: {reason}"))
-    return out
