@@ -19,6 +19,7 @@ Plan (one statement, one snapshot; spark.rowlevel has the per-table-kind commit)
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..errors import ConfigurationError, MultipleMatchError
@@ -96,9 +97,12 @@ class Merge:
         try:
             source.count()  # materialised once: a non-deterministic source is read one time
             plan = _Plan(self, stmt, clauses, source)
-            if stmt.keyed:
-                return commit_keyed(stmt, plan.keyed_changes)
-            return plan.rewrite()
+            try:
+                if stmt.keyed:
+                    return commit_keyed(stmt, plan.keyed_changes, conjuncts=plan.key_range())
+                return plan.rewrite()
+            finally:
+                plan.release()
         finally:
             source.unpersist()
 
@@ -121,8 +125,20 @@ class _Plan:
 
     def __init__(self, merge: Merge, stmt, clauses: list[_Clause], source):
         self.m, self.stmt, self.clauses, self.source = merge, stmt, clauses, source
+        self._kept = []
+
+    def release(self) -> None:
+        for frame in self._kept:
+            frame.unpersist()
 
     def joined(self, target):
+        """The joined rows with their action, persisted: the check, the counts and the write all
+        read them, so the target is read and joined once."""
+        frame = self._joined(target).persist()
+        self._kept.append(frame)
+        return frame
+
+    def _joined(self, target):
         s, t = self.m._s, self.m._t
         target = target.selectExpr("*", f"true AS {TARGET_SEEN}")
         inserts = any(c.when == "not_matched" for c in self.clauses)
@@ -141,6 +157,31 @@ class _Plan:
                   f"ELSE {cases('not_matched')} END")
         return analysed(f"{_WHAT} on / conditions", lambda: self.source.alias(s).join(
             target.alias(t), F.expr(self.m._on), how).selectExpr("*", f"{action} AS {_ACTION}"))
+
+    def key_range(self) -> list:
+        """Filters keeping the target's files to the source's range of each key or partition
+        column the ON condition equates with a source column of its type: a target row outside
+        it matches no source row, and only a `not_matched_by_source` clause acts on those."""
+        from pyspark.sql import functions as F
+
+        from ..filters import Filter
+        from .reader import spark_schema
+
+        if any(c.when == "not_matched_by_source" for c in self.clauses):
+            return []
+        types = {f.name: f.dataType for f in spark_schema(self.stmt.table).fields}
+        source_types = {f.name: f.dataType for f in self.source.schema.fields}
+        pairs = [(t, s) for t, s in _equated(self.m._on, self.m._t, self.m._s)
+                 if t in self.stmt.key_columns and source_types.get(s) == types[t]]
+        if not pairs:
+            return []
+        bounds = self.source.agg(*[f(F.col(ident(s))) for _, s in pairs for f in (F.min, F.max)]).first()
+        out = []
+        for i, (t, _) in enumerate(pairs):
+            low, high = bounds[2 * i], bounds[2 * i + 1]
+            if low is not None:
+                out += [Filter(t, ">=", low), Filter(t, "<=", high)]
+        return out
 
     def _indices(self, *kinds) -> list[int]:
         return [i for i, c in enumerate(self.clauses) if (c.when, c.action) in kinds or c.action in kinds]
@@ -231,6 +272,30 @@ class _Plan:
         in_touched = target.where(f"{FILE} IN ({', '.join(string(n) for n in touched) or 'NULL'})")
         kept = in_touched.join(acted, ROW, "left_anti").select(*columns)
         return commit_rewrite(stmt, kept.unionByName(changed).unionByName(inserted), touched, counts)
+
+
+_NAME = r"(?:`([^`]+)`|(\w+))"
+_EQUALS = re.compile(rf"^\s*(\w+)\.{_NAME}\s*=\s*(\w+)\.{_NAME}\s*$")
+
+
+def _equated(on: str, target_alias: str, source_alias: str) -> list[tuple[str, str]]:
+    """(target column, source column) of the ON condition's top-level `t.x = s.y` conjuncts."""
+    from ..filters import _split_and
+
+    out = []
+    for part in _split_and(on):
+        part = part.strip()
+        while part.startswith("(") and part.endswith(")"):
+            part = part[1:-1].strip()
+        match = _EQUALS.match(part)
+        if not match:
+            continue
+        left, right = (match.group(1).lower(), match.group(2) or match.group(3)), \
+            (match.group(4).lower(), match.group(5) or match.group(6))
+        sides = dict([left, right]) if left[0] != right[0] else {}
+        if target_alias.lower() in sides and source_alias.lower() in sides:
+            out.append((sides[target_alias.lower()], sides[source_alias.lower()]))
+    return out
 
 
 def read_target_schema(stmt):
