@@ -53,3 +53,27 @@ def test_tables_spark_cannot_merge_itself_say_why(spark, table_path):
     table = open_table(table_path)
     planned = scan.plan_snapshot(table, table.snapshot_manager().get_latest_snapshot())
     assert keyed_read.blockers(table, planned) == ["sequence.field orders the versions"]
+
+
+def test_a_merge_reads_only_the_target_files_in_the_sources_key_range(spark, table_path):
+    from lakesink.filters import Filter
+    from lakesink.spark.merge import _equated
+    from lakesink.spark.rowlevel import open_statement, read_target
+
+    _write(spark, table_path, [(i, "a", "d", "x") for i in range(100)], primary_key=["id"], options={"bucket": "2"})
+    old = {f.file_name for f in scan.plan_snapshot(open_table(table_path), open_table(table_path)
+                                                   .snapshot_manager().get_latest_snapshot()).files}
+    _write(spark, table_path, [(i, "b", "d", "x") for i in range(1000, 1100)])
+    assert _equated("(s.id = t.`id`) AND t.dt = s.dt AND t.v > 'a'", "t", "s") == [("id", "id"), ("dt", "dt")]
+    assert _equated("t.id = s.id OR t.v = s.v", "t", "s") == []
+
+    stmt = open_statement(spark, table_path, None, None, "test")
+    read = read_target(stmt, conjuncts=[Filter("id", ">=", 1000), Filter("id", "<=", 1010)]).inputFiles()
+    assert read and not {f.rsplit("/", 1)[-1] for f in read} & old
+
+    source = spark.createDataFrame([(i, f"new{i}", "d", "x") for i in range(1000, 1010, 2)], SCHEMA)
+    report = (lakesink.merge(spark, table_path, source, on="t.id = s.id")
+              .when_matched_update(set={"v": "s.v"}).when_not_matched_insert_all().execute())
+    assert (report.rows_updated, report.rows_inserted) == (5, 0)
+    rows = {r["id"]: r["v"] for r in read_table(table_path).to_pylist()}
+    assert len(rows) == 200 and rows[1002] == "new1002" and rows[1001] == "b" and rows[2] == "a"

@@ -4,8 +4,10 @@ Plan (one statement, one snapshot; spark.rowlevel has the per-table-kind commit)
 
     source ─ persisted and counted first: every job below sees the same rows
     target ─ read at the statement's base snapshot, each row with its identity
-             (append: file name and row index; keyed: the primary key)
-    join on the ON condition (inner / left / right / full, as the clauses need)
+             (append: file name and row index; keyed: the primary key), keyed: only
+             the files in the source's range of the key columns ON equates
+    join on the ON condition (inner / left / right / full, as the clauses need),
+             persisted: the check, the counts and the write read it once
     action = index of the first clause whose condition holds, per joined row:
              matched rows try the when_matched clauses, target-only rows the
              when_not_matched_by_source ones, source-only rows the inserts
@@ -207,12 +209,13 @@ class _Plan:
                        else f"{fallback} AS {ident(column)}")
         return out
 
-    def check_single_match(self, joined) -> None:
+    def check_single_match(self, joined) -> bool:
         """Delta's rule: a target row matched by several source rows that a matched clause acts on
-        is an error, unless the only matched clause is an unconditional delete."""
+        is an error, unless the only matched clause is an unconditional delete (then False: not
+        checked, a target row may have several joined rows with an action)."""
         matched = [c for c in self.clauses if c.when == "matched"]
         if len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None:
-            return
+            return False
         s, t = self.m._s, self.m._t
         both = f"{s}.{SOURCE_SEEN} IS NOT NULL AND {t}.{TARGET_SEEN} IS NOT NULL"
         from pyspark.sql import functions as F
@@ -223,6 +226,7 @@ class _Plan:
                 f"{_WHAT}: Cannot perform Merge as multiple source rows matched and attempted to modify the "
                 f"same target row in {self.stmt.path} ({found[0][1]} source rows matched one target row). "
                 "Deduplicate the source or refine the ON condition. Nothing was changed.", table=self.stmt.path)
+        return True
 
     def counts(self, rows) -> dict:
         """{inserted, updated, deleted} from (action, distinct target rows, joined rows) rows."""
@@ -236,14 +240,17 @@ class _Plan:
     # -- primary-key tables ---------------------------------------------------
     def keyed_changes(self, target):
         joined = self.joined(target)
-        self.check_single_match(joined)
+        checked = self.check_single_match(joined)
         t = self.m._t
         targeted = self._indices("update", "delete")
         deletes = self._indices("delete")
         kind = f"CASE WHEN {self._in(deletes)} THEN '-D' ELSE '+U' END"
         changed = joined.where(self._in(targeted)).selectExpr(
             *self.values(joined, "update", lambda c, _: f"{t}.{ident(c)}"), f"{kind} AS {KIND}",
-            f"{t}.{ROW} AS {ROW}").dropDuplicates([ROW]).drop(ROW)  # the delete-only case: one -D a row
+            f"{t}.{ROW} AS {ROW}")
+        if not checked:  # the delete-only case: one -D a row (checked: one actioned joined row a target row)
+            changed = changed.dropDuplicates([ROW])
+        changed = changed.drop(ROW)
         inserted = joined.where(self._in(self._indices("insert"))).selectExpr(
             *self.values(joined, "insert", lambda c, typ: f"CAST(NULL AS {typ.simpleString()})"), f"'+I' AS {KIND}")
         return changed.unionByName(inserted)

@@ -8,7 +8,9 @@ identity that landed changes nothing). The plan depends on the table kind:
   rows with a row kind (`+U` updates, `+I` inserts, `-D` deletes) written through
   the keyed write path (spark.keyed): no file is rewritten. The target is read at
   the snapshot the write's sequence numbers are planned on, so a commit by another
-  writer in the same buckets since then is a conflict, never a lost update.
+  writer in the same buckets since then is a conflict, never a lost update; Spark
+  merges its files itself where it can (spark.keyed_read: only the columns used),
+  pruned by partition and key.
 * unaware-bucket append tables: copy-on-write. Files are pruned by partition and
   min/max statistics, the ones holding affected rows are found by a Spark job,
   only those are rewritten, and one OVERWRITE snapshot swaps them
