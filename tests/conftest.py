@@ -19,6 +19,12 @@ def pytest_configure(config):
         configure()
 
 
+def pytest_collection_modifyitems(config, items):
+    from tests.schedule import order
+
+    order(items)
+
+
 @pytest.fixture(scope="session")
 def spark():
     os.environ.setdefault("LAKESINK_MASTER", "local[2]")

@@ -27,7 +27,7 @@ from .errors import (AlreadyCommittedError, AmbiguousTableNameError, BackgroundC
                      SnapshotNotFoundError, StreamStopped, TableAlreadyExistsError, TableNotFoundError,
                      TagNotFoundError, UnknownOptionError, UnsafePublicationError, UnsupportedOptionError,
                      UnsupportedStatementError, UnsupportedTableError, UnsupportedTypeError, NullValueError,
-                     KeyRangeConflictError)
+                     KeyRangeConflictError, BranchNotFoundError, BranchAlreadyExistsError)
 from . import jdbc  # lakesink.jdbc.write(...): PostgreSQL / SQLite sink (imports psycopg only when used)
 
 if TYPE_CHECKING:
@@ -240,8 +240,10 @@ def clean_staging(database_dir: str, older_than_s: float = 3600.0, dry_run: bool
 
 def read(spark: SparkSession, path: str, *, snapshot: int | None = None, tag: str | None = None,
          timestamp: int | str | _dt.datetime | None = None,
-         filter: str | Sequence[tuple] | None = None, options: Mapping[str, str] | None = None) -> DataFrame:
-    """A DataFrame of the Paimon table at `path` (or name): the latest snapshot, or one by id, tag or time.
+         filter: str | Sequence[tuple] | None = None, options: Mapping[str, str] | None = None,
+         branch: str | None = None) -> DataFrame:
+    """A DataFrame of the Paimon table at `path` (or name): the latest snapshot, or one by id, tag or time;
+    `branch`: of that Paimon branch (docs/branches.md).
 
     The driver plans with pypaimon (pruned by partitions and min/max statistics);
     Spark's JVM reads the Parquet bytes where it can, pypaimon's reader otherwise
@@ -257,7 +259,7 @@ def read(spark: SparkSession, path: str, *, snapshot: int | None = None, tag: st
     """
     from .spark.read import read as _read
     return _read(spark, path, snapshot=snapshot, tag=tag, timestamp=timestamp, filter=filter,
-                 options=dict(options) if options else None)
+                 options=dict(options) if options else None, branch=branch)
 
 
 def read_stream(spark: SparkSession, path: str, *, consumer_id: str | None = None,
@@ -377,7 +379,7 @@ def history(path: str, fs_options: Mapping[str, str] | None = None,
     return _history(resolved.path, resolved.with_fs_options(fs_options) or None, progress)
 
 
-__all__ = ["jdbc", "session", "register", "catalog", "resolve_table", "sql", "write", "stream", "await_commits",
+__all__ = ["jdbc", "branch", "session", "register", "catalog", "resolve_table", "sql", "write", "stream", "await_commits",
            "read", "read_stream", "history", "compact", "delete", "update", "merge", "create_table_as", "replace_table_as", "clean_staging",
            "CommitReport", "LakesinkError", "ConfigurationError", "UnknownOptionError", "InvalidOptionError",
            "UnsupportedOptionError", "SchemaMismatchError", "UnsupportedTableError", "NotAPaimonTableError",
@@ -388,13 +390,17 @@ __all__ = ["jdbc", "session", "register", "catalog", "resolve_table", "sql", "wr
            "BackgroundCommitError", "StreamStopped", "CheckpointMismatchError", "EnvironmentSetupError",
            "JobAbortedError", "CorruptStateError", "MaintenanceError", "DatabaseConnectionError",
            "UnsupportedTypeError", "DuplicateKeyError", "UnsupportedStatementError",
-           "MultipleMatchError", "NullValueError", "KeyRangeConflictError"]
+           "MultipleMatchError", "NullValueError", "KeyRangeConflictError", "BranchNotFoundError",
+           "BranchAlreadyExistsError"]
 
 
 def __getattr__(name: str) -> Any:
     # `CommitReport` lives with the commit protocol, imported on first use (PEP 562) so that
     # `import lakesink` stays light: the CLI and tools that only catch errors load neither
     # the protocol nor Spark, pypaimon or pyarrow.
+    if name == "branch":  # the namespace lakesink.branch.create / list / delete / fast_forward
+        import importlib
+        return importlib.import_module(".branch", __name__)
     if name == "CommitReport":
         from .protocol.target import CommitReport
         globals()[name] = CommitReport

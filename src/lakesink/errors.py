@@ -157,6 +157,14 @@ class TagNotFoundError(LakesinkError, ValueError):
     """A tag asked for does not exist."""
 
 
+class BranchNotFoundError(LakesinkError, ValueError):
+    """A branch asked for does not exist. Nothing was read or written."""
+
+
+class BranchAlreadyExistsError(LakesinkError, ValueError):
+    """A branch to create is already there. Nothing was changed."""
+
+
 class ConsumerNotFoundError(LakesinkError, ValueError):
     """A streaming consumer (`consumer/consumer-<id>`) asked for does not exist."""
 

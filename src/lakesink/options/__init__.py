@@ -199,6 +199,7 @@ class WriteOptions:
     primary_keys: list[str] = field(default_factory=list)
     commit_user: str | None = None
     commit_identifier: int | None = None
+    branch: str | None = None   # option branch: a Paimon branch (None: main)
     dynamic_overwrite: bool | None = None  # None: not given (the session's setting decides)
     checkpoint_location: str | None = None
     commit_mode: str = "sync"
@@ -259,6 +260,7 @@ class WriteOptions:
             out.partition_keys = spark_partitions
         out.primary_keys = typed.get("primary-key", [])
         out.commit_user = typed.get("commit.user")
+        out.branch = typed.get("branch")
         out.commit_identifier = typed.get("commit.identifier")
         if "partitionOverwriteMode" in typed:
             out.dynamic_overwrite = typed["partitionOverwriteMode"] == "dynamic"

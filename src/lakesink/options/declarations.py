@@ -165,6 +165,10 @@ _declare(
            "by the same user is skipped. Batch writes take `commit.user` and `commit.identifier` together "
            "or neither. Streams take the batch id.", minimum=0, maximum=MAX_COMMIT_IDENTIFIER,
            default_text="Paimon's batch identifier", also=("jdbc",)),
+    Option("branch", "write", "string", None, "Paimon branch to write (or read): its snapshots live in "
+           "`<table>/branch/branch-<name>/`, main is unchanged (docs/branches.md). The branch must exist "
+           "(`lakesink.branch.create`); batch appends and overwrites of append tables only for now.",
+           default_text="main", also=("read",)),
     Option("partitionOverwriteMode", "write", "choice", "static", "Spark's name: `static` overwrites the "
            "whole table, `dynamic` only the partitions written.", choices=("static", "dynamic")),
     Option("dynamic-partition-overwrite", "write", "bool", False, "Paimon's name for "

@@ -143,13 +143,21 @@ class PaimonDataSource(DataSource):
         resolved = self._resolve("write")
         return PaimonStreamWriter(resolved.path, self._options(resolved), schema, overwrite, resolved.entry)
 
+    def _refuse_branch_read(self) -> None:
+        # The pypaimon-backed reader reads main; never hand a branch read main's rows.
+        if any(k.lower() == "branch" for k in self.options):
+            raise ConfigurationError("option branch: spark.read.format('paimon') reads main only for now; read a "
+                                     "branch with lakesink.read(spark, table, branch=...).", option="branch")
+
     def reader(self, schema):
         from .reader import PaimonBatchReader
+        self._refuse_branch_read()
         resolved = self._resolve()
         return PaimonBatchReader(resolved.path, self._options(resolved), schema)
 
     def streamReader(self, schema):
         from .stream_reader import PaimonStreamReader
+        self._refuse_branch_read()
         resolved = self._resolve()
         return PaimonStreamReader(resolved.path, self._options(resolved), schema)
 

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 
 def read(spark, path: str, *, snapshot: int | None = None, tag: str | None = None, timestamp=None,
-         filter=None, options: dict | None = None):
+         filter=None, options: dict | None = None, branch: str | None = None):
     """A DataFrame of the table at `path` (latest snapshot, or the given snapshot / tag / time).
 
     `filter` is a Spark SQL condition (`"dt = '2024-05-01' AND id > 10"`) or a list of
@@ -43,15 +43,20 @@ def read(spark, path: str, *, snapshot: int | None = None, tag: str | None = Non
     from .reader import spark_schema
 
     snapshot, tag, timestamp = _time_travel(options, snapshot, tag, timestamp)
+    branch = _branch(options, branch)
     resolved = resolve_for(spark, path)  # a path, or a name through the session's catalog
     path = resolved.path
     fs_options = registry.storage_options(resolved.with_fs_options(options))
-    table = scan.open_for_read(path, fs_options or None)
+    table = scan.open_for_read(path, fs_options or None, branch)
     resolved = scan.resolve_snapshot(table, snapshot=snapshot, tag=tag, timestamp=timestamp)
     schema = spark_schema(table)
     condition, conjuncts = _filter_parts(filter)
     planned = scan.plan_snapshot(table, resolved, scan.to_predicate(table, conjuncts))
     blockers = scan.fast_path_blockers(table, planned)
+    if blockers and branch:
+        raise ConfigurationError(f"lakesink.read({path}, branch={branch!r}): this table is read through pypaimon "
+                                 f"({'; '.join(blockers)}), which lakesink does not point at a branch yet. Read the "
+                                 "branch with pypaimon: table.copy({'branch': ...}).", option="branch", table=path)
     if blockers:
         log.info("lakesink.read(%s) reads through pypaimon: %s", path, "; ".join(blockers))
         df = _native(spark, table.table_path, resolved, fs_options, pushdown=bool(conjuncts))
@@ -70,6 +75,16 @@ def plan(path: str, *, snapshot: int | None = None, tag: str | None = None, time
     resolved = scan.resolve_snapshot(table, snapshot=snapshot, tag=tag, timestamp=timestamp)
     _, conjuncts = _filter_parts(filter)
     return scan.plan_snapshot(table, resolved, scan.to_predicate(table, conjuncts))
+
+
+def _branch(options: dict | None, branch: str | None) -> str | None:
+    """The branch to read: the argument or the option `branch` (not both); None for main."""
+    given = registry.parse(options or {}, ("read",)).get("branch")
+    if given is not None and branch is not None:
+        raise ConfigurationError("branch= and option branch both given: give one.", option="branch")
+    branch = branch if branch is not None else given
+    from ..paimon.table.branches import is_main
+    return None if is_main(branch) else branch
 
 
 def _time_travel(options: dict | None, snapshot, tag, timestamp):

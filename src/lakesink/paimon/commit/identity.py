@@ -32,7 +32,15 @@ MARKER_VERSION = 1
 
 
 def markers_dir(table_path: str) -> str:
+    """`table_path` is the table's directory, or a branch's (`root`): each branch keeps its own
+    markers, so a commit identity replayed on a branch is looked for on that branch."""
     return f"{table_path.rstrip('/')}/{LAKESINK_DIR}/commit-users"
+
+
+def root(table) -> str:
+    """Where the markers of `table`'s current branch live (the table's directory for main)."""
+    from ..table.branches import branch_path
+    return branch_path(str(table.table_path), table.current_branch())
 
 
 def marker_path(table_path: str, commit_user: str) -> str:
@@ -98,7 +106,7 @@ def newest_of_user(manager, commit_user: str, newest: int, oldest: int,
 
 def last_committed(table, commit_user: str) -> int | None:
     """The highest identifier `commit_user` committed to `table` (None: never)."""
-    marker = read_marker(table.file_io, table.table_path, commit_user)
+    marker = read_marker(table.file_io, root(table), commit_user)
     if marker is None:
         return None  # a marker is written before any commit attempt: nothing ever landed
     best = marker.get("last_identifier")
@@ -127,7 +135,7 @@ def committed_snapshot(table, commit_user: str, identifier: int, window: int = 1
 
 
 def _markers(table):
-    directory = markers_dir(table.table_path)
+    directory = markers_dir(root(table))
     file_io = table.file_io
     if not file_io.exists(directory):
         return

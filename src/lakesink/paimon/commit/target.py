@@ -25,7 +25,7 @@ from ... import storage
 from ...errors import CommitConflictError, SchemaMismatchError, TableNotFoundError
 from ...protocol import crashpoints
 from ...protocol.target import CommitReport, CommitTarget, Overwrite
-from ..table import evolution, tables
+from ..table import branches, evolution, tables
 from . import identity, intents, key_ranges
 from ..files.datafiles import StagedFile, encode_message, encoding_key, place, table_path_of
 
@@ -45,8 +45,13 @@ class TableSpec:
 
 
 class PaimonTarget(CommitTarget[StagedFile]):
-    def __init__(self, path: str, create: TableSpec | None = None, fs_options: dict | None = None):
+    def __init__(self, path: str, create: TableSpec | None = None, fs_options: dict | None = None,
+                 branch: str | None = None):
         self.path = storage.normalize(path)
+        # A Paimon branch (None: main): snapshots and schemas under <table>/branch/branch-<name>/,
+        # commit-user markers there too, so identities are per branch.
+        self.branch = None if branches.is_main(branch) else branch
+        self.identity_root = branches.branch_path(self.path, self.branch)
         self.create = create
         self.fs_options = fs_options
         self.empty_commits = False  # streaming: a snapshot even for a batch without rows
@@ -75,7 +80,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
     # -- table access ------------------------------------------------------
     def table(self, refresh: bool = False):
         if self._table is None or refresh:
-            self._table = tables.open_table(self.path, self.fs_options)
+            self._table = tables.open_table(self.path, self.fs_options, self.branch)
         return self._table
 
     def table_or_create(self):
@@ -107,12 +112,12 @@ class PaimonTarget(CommitTarget[StagedFile]):
 
     # -- commit identity (see identity.py) ---------------------------------
     def forget_commit_user(self, commit_user: str) -> None:
-        identity.forget(self.file_io, self.path, commit_user)
+        identity.forget(self.file_io, self.identity_root, commit_user)
 
     def last_committed(self, commit_user: str) -> int | None:
         table = self.table(refresh=True)
         if table is None:
-            marker = identity.read_marker(self.file_io, self.path, commit_user)
+            marker = identity.read_marker(self.file_io, self.identity_root, commit_user)
             return marker.get("last_identifier") if marker else None
         return identity.last_committed(table, commit_user)
 
@@ -239,7 +244,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
             # another: pypaimon's bucket-count check holds without reading the partitions' files.
             if same_counts and uniform == fixed and overwrite is None:
                 counts_at = check_from  # (now the latest snapshot checked)
-        identity.before_commit(self.file_io, self.path, commit_user, latest)
+        identity.before_commit(self.file_io, self.identity_root, commit_user, latest)
         place(table, files)
         crashpoints.reached("files-placed")
 
@@ -282,7 +287,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
         # published nothing here: look it up.
         snapshot = attempts.snapshot or (self.committed_snapshot(commit_user, identifier)
                                          if (messages or overwrite or self.empty_commits) else None)
-        identity.after_commit(self.file_io, self.path, commit_user, identifier,
+        identity.after_commit(self.file_io, self.identity_root, commit_user, identifier,
                               snapshot.id if snapshot else (latest.id if latest else None))
         report = CommitReport(commit_user, identifier,
                               snapshot_id=snapshot.id if snapshot else None,
@@ -292,7 +297,8 @@ class PaimonTarget(CommitTarget[StagedFile]):
         report.duration_ms = (time.perf_counter() - started) * 1000
         for hook in self.after_commit:
             hook(table, report)
-        if getattr(self, "maintenance", True):
+        # Background expiry runs on main only: a branch's snapshots share files with main's.
+        if getattr(self, "maintenance", True) and self.branch is None:
             maintenance.after_commit(self.path, table, report, self.fs_options)
         return report
 
@@ -403,7 +409,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
         known = self.__dict__.setdefault("_schemas_in_table", set())
         if schema.id not in known:
             from pypaimon.schema.schema_manager import SchemaManager
-            existing = SchemaManager(self.file_io, self.path).get_schema(schema.id)
+            existing = SchemaManager(self.file_io, self.path, self.branch or "main").get_schema(schema.id)
             if existing is None or not evolution.same_columns(existing, schema):
                 return False
             known.add(schema.id)

@@ -13,6 +13,7 @@ from ... import storage
 from ...errors import MaintenanceError
 from ...protocol import crashpoints
 from ..commit import identity
+from ..table.branches import snapshots_of_branches
 from .metadata import (MaintenanceOptions, Metadata, ProgressFn, entry_paths, lakesink_dir, list_tags,
                        lists_of, manifest_dir_of, table_of)
 
@@ -98,7 +99,8 @@ def _plan_expiry(table, begin: int, end: int, progress: ProgressFn | None) -> li
     if retained is None:
         raise MaintenanceError(f"Snapshot {end} of {table.table_path} is missing; expiry needs it to "
                                "know what later snapshots use. Run `lakesink verify` on the table.")
-    tags = list(list_tags(table).values())
+    # Branches' snapshots and tags share manifests and data files with main: kept like tags.
+    tags = list(list_tags(table).values()) + snapshots_of_branches(table)
     keep_lists = set(lists_of(retained)).union(*(lists_of(t) for t in tags))
     keep_manifests = {m.file_name for s in [retained, *tags] for m in meta.manifests(s)}
     keep_index = {s.index_manifest for s in [retained, *tags] if s.index_manifest}

@@ -7,6 +7,7 @@ import os
 import time
 
 from ..table import tables
+from ..table.branches import snapshots_of_branches
 from .expiry import finish_pending_expiry
 from .metadata import Metadata, ProgressFn, list_tags, open_table
 
@@ -32,7 +33,8 @@ def remove_orphans(path: str, older_than: dt.timedelta = dt.timedelta(days=1), d
     root = table.table_path.rstrip("/")
     cutoff = time.time() - older_than.total_seconds()
     manager = table.snapshot_manager()
-    referenced = Metadata(table).referenced(list(manager.list_snapshots()) + list(list_tags(table).values()),
+    referenced = Metadata(table).referenced(list(manager.list_snapshots()) + list(list_tags(table).values())
+                                             + snapshots_of_branches(table),
                                              progress)
     referenced = {os.path.normpath(p) for p in referenced}
     orphans: list[str] = []

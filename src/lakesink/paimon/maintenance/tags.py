@@ -8,6 +8,7 @@ from pypaimon.snapshot.snapshot import Snapshot
 
 from ...errors import ConfigurationError, SnapshotNotFoundError, TagNotFoundError
 from ..commit import identity
+from ..table.branches import snapshots_of_branches
 from .expiry import finish_pending_expiry
 from .metadata import Metadata, list_tags, open_table
 
@@ -37,7 +38,8 @@ def delete_tag(table, name: str) -> int:
     if earliest is not None and tag.id >= earliest.id and manager.get_snapshot_by_id(tag.id):
         return 0  # its snapshot is still retained: snapshot expiry deals with its files
     meta = Metadata(table)
-    still = meta.referenced(list(manager.list_snapshots()) + list(tags.values()), live_only=True)
+    still = meta.referenced(list(manager.list_snapshots()) + list(tags.values()) + snapshots_of_branches(table),
+                            live_only=True)
     mine = meta.referenced([tag])
     deleted = 0
     for path in sorted(mine - still):

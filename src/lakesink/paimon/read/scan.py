@@ -52,8 +52,9 @@ log = logging.getLogger(__name__)
 COMMIT_KINDS_ADDING_ROWS = ("APPEND",)
 
 
-def open_for_read(path: str, fs_options: dict | None = None) -> FileStoreTable:
-    table = open_table(path, fs_options)
+def open_for_read(path: str, fs_options: dict | None = None, branch: str | None = None) -> FileStoreTable:
+    """The table to read (on `branch`, which must exist, when given)."""
+    table = open_table(path, fs_options, branch)
     if table is None:
         raise TableNotFoundError(f"There is no Paimon table at {path}: nothing to read.", table=path)
     return table

@@ -12,7 +12,7 @@ from pypaimon.table.bucket_mode import BucketMode
 from pypaimon.table.file_store_table import FileStoreTable
 
 from ... import options as registry, storage
-from . import compat, evolution, parquet_layout
+from . import branches, compat, evolution, parquet_layout
 from ...errors import (NotAPaimonTableError, SchemaMismatchError, TableAlreadyExistsError,
                       UnsupportedTableError)
 
@@ -22,9 +22,13 @@ LAKESINK_DIR = "_lakesink"
 CREATION_WAIT_S = 10.0  # longest a table may show schema/ without a schema file while being created
 
 
-def open_table(path: str, fs_options: dict | None = None) -> FileStoreTable | None:
-    """The table at `path`, or None when nothing is there. Anything else there is an error."""
+def open_table(path: str, fs_options: dict | None = None, branch: str | None = None) -> FileStoreTable | None:
+    """The table at `path`, or None when nothing is there. Anything else there is an error.
+    With `branch` (not main): the table seen on that branch, which must exist (`branches`)."""
     path = storage.normalize(path)
+    if branch is not None and not branches.is_main(branch):
+        main = open_table(path, fs_options)
+        return branches.open_branch(main, branch) if main is not None else None
     file_io = storage.file_io(path, fs_options)
     if not file_io.exists(path):
         return None

@@ -23,7 +23,7 @@ from ...errors import CommitStateUnknownError, ConfigurationError
 from ...options import BATCH_IDENTIFIER, WriteOptions
 from ...protocol import Committer, CommitReport, Overwrite
 from ... import storage
-from ..table import evolution, tables
+from ..table import branches, evolution, tables
 from ..commit import intents
 from ..files.datafiles import StagedFile, TableLayout, describe_parquet
 from ..table.publish import publication_kind
@@ -194,6 +194,9 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
                 "(primary_key=[...] or the option primary-key) when creating it. Nothing was written.", option=key)
     fs_options = options.fs_options or None
     table = tables.open_table(path, fs_options)
+    if options.branch:
+        branches.check_writable(path, table, options.branch, keyed=False)
+        table = tables.open_table(path, fs_options, options.branch)
     # Refuse storages without an atomic snapshot publication before anything is written.
     publication_kind(storage.normalize(path),
                      {**(table.table_schema.options if table else {}), **options.fs_options})
@@ -201,7 +204,7 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
         tables.check_writable(table, path_name)
         check_options_match(table, options)
         layout = plan_layout(table, schema, options)
-        target = PaimonTarget(path, fs_options=fs_options)
+        target = PaimonTarget(path, fs_options=fs_options, branch=options.branch)
         target.maintenance = options.maintenance
         return target, layout
     fmt = options.table_options.get("file.format", "parquet").lower()

@@ -13,7 +13,7 @@ import pyarrow as pa
 from ... import storage
 from ...errors import ConfigurationError, UnsupportedTableError
 from ...options import WriteOptions
-from ..table import tables
+from ..table import branches, tables
 from ..files.datafiles import TableLayout
 from ..keyed.layout import KeyedSpec, check_aggregate_types, check_keyed_table, is_keyed_table, sequences_and_buckets
 from ..table.publish import publication_kind
@@ -25,10 +25,12 @@ log = logging.getLogger(__name__)
 
 def wants_keyed(path: str, options: WriteOptions) -> bool:
     """Does this write go to (or create) a primary-key or fixed-bucket table?"""
-    if options.primary_keys or str(options.table_options.get("bucket", "-1")).strip() != "-1":
-        return True
-    table = tables.open_table(path, options.fs_options or None)
-    return table is not None and is_keyed_table(table)
+    keyed_options = options.primary_keys or str(options.table_options.get("bucket", "-1")).strip() != "-1"
+    table = tables.open_table(path, options.fs_options or None) if options.branch or not keyed_options else None
+    keyed = keyed_options or (table is not None and is_keyed_table(table))
+    if options.branch:
+        branches.check_writable(path, table, options.branch, keyed)
+    return keyed
 
 
 def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions, plan_sequences: bool = True):

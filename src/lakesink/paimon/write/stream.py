@@ -65,6 +65,11 @@ class StreamSink:
         # Another process runs the compaction rounds after this sink's commits (an engine that
         # commits in a process per batch hands them to a service: `compaction_rounds`).
         self.rounds_elsewhere = False
+        if options.branch:
+            raise ConfigurationError(
+                f"branch={options.branch!r}: {path_name} cannot write a Paimon branch yet (streams write main); "
+                "write the branch with lakesink.write or df.write.format('paimon') in a batch job, or "
+                "foreachBatch. Nothing was written.", option="branch", table=path)
         if wants_keyed(path, options):
             self.target, self.layout, self.keyed, _ = prepare_keyed_target(path, schema, options,
                                                                             plan_sequences=False)

@@ -1,0 +1,83 @@
+"""The order the test run hands tests to its workers: the longest work first.
+
+Two workers take tests one at a time (`--dist load --maxschedchunk 1`); started longest
+first, the run ends when the last short test does, not after a crash chain that began
+last (longest-processing-time-first scheduling). A module stays contiguous (its
+module-scoped fixtures, such as the Java-written interop tables, are built once per
+worker), modules ordered by their measured seconds; unlisted modules go after them.
+The figures are relative weights, not limits: regenerate them from a run's log with
+
+    ./dev test -q --durations=0 > /tmp/run.log; .venv/bin/python -m tests.schedule /tmp/run.log
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+# Seconds per module (setup, call and teardown of its tests) in one default run.
+MODULE_SECONDS = {
+    "tests/spark/test_crash.py": 685,
+    "tests/spark/test_crash_keyed.py": 304,
+    "tests/jdbc/test_jdbc_crash.py": 226,
+    "tests/spark/test_pipelines.py": 146,
+    "tests/interop/test_changelog_stream.py": 135,
+    "tests/unit/test_s3_requests.py": 116,
+    "tests/unit/test_s3_compaction.py": 111,
+    "tests/spark/test_format_keyed.py": 108,
+    "tests/spark/test_format_name.py": 103,
+    "tests/spark/test_in_place.py": 102,
+    "tests/unit/test_race.py": 101,
+    "tests/spark/test_keyed_bucket.py": 99,
+    "tests/interop/test_changelog_producers.py": 95,
+    "tests/spark/test_crash_chain.py": 94,
+    "tests/interop/test_keyed_compaction.py": 94,
+    "tests/interop/test_merge_engines.py": 91,
+    "tests/spark/test_crash_in_place.py": 83,
+    "tests/unit/test_aggregator.py": 76,
+    "tests/spark/test_concurrency.py": 72,
+    "tests/catalog/test_spark_catalog.py": 65,
+    "tests/interop/test_lakesink_tables.py": 58,
+    "tests/spark/test_append_compaction.py": 49,
+    "tests/spark/test_ctas.py": 48,
+    "tests/unit/test_keyed_compaction.py": 47,
+    "tests/spark/test_docs_examples.py": 45,
+    "tests/spark/test_schema_evolution.py": 41,
+    "tests/spark/test_batch_failures.py": 41,
+    "tests/unit/test_s3_timeouts.py": 40,
+    "tests/spark/test_submit.py": 36,
+    "tests/spark/test_read_stream.py": 33,
+    "tests/spark/test_keyed_compaction.py": 33,
+    "tests/interop/test_java_buckets.py": 31,
+    "tests/jdbc/test_spark_jdbc.py": 30,
+    "tests/test_java_fallback.py": 24,
+    "tests/interop/test_type_tables.py": 23,
+}
+
+
+def order(items: list) -> None:
+    """Sort pytest items in place: heavier modules first, each module's tests in their order."""
+    position = {}
+    for index, item in enumerate(items):
+        position.setdefault(item.nodeid.split("::")[0], index)
+
+    def key(item):
+        module = item.nodeid.split("::")[0]
+        return (-MODULE_SECONDS.get(module, 0), position[module])
+
+    items.sort(key=key)
+
+
+def module_seconds(log: str) -> dict[str, int]:
+    """Seconds per module from the `--durations` lines of a pytest log."""
+    totals: dict[str, float] = defaultdict(float)
+    for match in re.finditer(r"^([0-9.]+)s (?:call|setup|teardown)\s+(\S+?)::", log, re.MULTILINE):
+        totals[match.group(2)] += float(match.group(1))
+    return {m: round(s) for m, s in sorted(totals.items(), key=lambda kv: -kv[1]) if s >= 20}
+
+
+if __name__ == "__main__":
+    for module, seconds in module_seconds(Path(sys.argv[1]).read_text()).items():
+        print(f'    "{module}": {seconds},')
