@@ -4,8 +4,10 @@ Plan (one statement, one snapshot; spark.rowlevel has the per-table-kind commit)
 
     source ─ persisted and counted first: every job below sees the same rows
     target ─ read at the statement's base snapshot, each row with its identity
-             (append: file name and row index; keyed: the primary key)
-    join on the ON condition (inner / left / right / full, as the clauses need)
+             (append: file name and row index; keyed: the primary key), keyed: only
+             the files in the source's range of the key columns ON equates
+    join on the ON condition (inner / left / right / full, as the clauses need),
+             persisted: the check, the counts and the write read it once
     action = index of the first clause whose condition holds, per joined row:
              matched rows try the when_matched clauses, target-only rows the
              when_not_matched_by_source ones, source-only rows the inserts
@@ -19,6 +21,7 @@ Plan (one statement, one snapshot; spark.rowlevel has the per-table-kind commit)
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..errors import ConfigurationError, MultipleMatchError
@@ -96,9 +99,12 @@ class Merge:
         try:
             source.count()  # materialised once: a non-deterministic source is read one time
             plan = _Plan(self, stmt, clauses, source)
-            if stmt.keyed:
-                return commit_keyed(stmt, plan.keyed_changes)
-            return plan.rewrite()
+            try:
+                if stmt.keyed:
+                    return commit_keyed(stmt, plan.keyed_changes, conjuncts=plan.key_range())
+                return plan.rewrite()
+            finally:
+                plan.release()
         finally:
             source.unpersist()
 
@@ -121,8 +127,20 @@ class _Plan:
 
     def __init__(self, merge: Merge, stmt, clauses: list[_Clause], source):
         self.m, self.stmt, self.clauses, self.source = merge, stmt, clauses, source
+        self._kept = []
+
+    def release(self) -> None:
+        for frame in self._kept:
+            frame.unpersist()
 
     def joined(self, target):
+        """The joined rows with their action, persisted: the check, the counts and the write all
+        read them, so the target is read and joined once."""
+        frame = self._joined(target).persist()
+        self._kept.append(frame)
+        return frame
+
+    def _joined(self, target):
         s, t = self.m._s, self.m._t
         target = target.selectExpr("*", f"true AS {TARGET_SEEN}")
         inserts = any(c.when == "not_matched" for c in self.clauses)
@@ -141,6 +159,31 @@ class _Plan:
                   f"ELSE {cases('not_matched')} END")
         return analysed(f"{_WHAT} on / conditions", lambda: self.source.alias(s).join(
             target.alias(t), F.expr(self.m._on), how).selectExpr("*", f"{action} AS {_ACTION}"))
+
+    def key_range(self) -> list:
+        """Filters keeping the target's files to the source's range of each key or partition
+        column the ON condition equates with a source column of its type: a target row outside
+        it matches no source row, and only a `not_matched_by_source` clause acts on those."""
+        from pyspark.sql import functions as F
+
+        from ..filters import Filter
+        from .reader import spark_schema
+
+        if any(c.when == "not_matched_by_source" for c in self.clauses):
+            return []
+        types = {f.name: f.dataType for f in spark_schema(self.stmt.table).fields}
+        source_types = {f.name: f.dataType for f in self.source.schema.fields}
+        pairs = [(t, s) for t, s in _equated(self.m._on, self.m._t, self.m._s)
+                 if t in self.stmt.key_columns and source_types.get(s) == types[t]]
+        if not pairs:
+            return []
+        bounds = self.source.agg(*[f(F.col(ident(s))) for _, s in pairs for f in (F.min, F.max)]).first()
+        out = []
+        for i, (t, _) in enumerate(pairs):
+            low, high = bounds[2 * i], bounds[2 * i + 1]
+            if low is not None:
+                out += [Filter(t, ">=", low), Filter(t, "<=", high)]
+        return out
 
     def _indices(self, *kinds) -> list[int]:
         return [i for i, c in enumerate(self.clauses) if (c.when, c.action) in kinds or c.action in kinds]
@@ -166,12 +209,13 @@ class _Plan:
                        else f"{fallback} AS {ident(column)}")
         return out
 
-    def check_single_match(self, joined) -> None:
+    def check_single_match(self, joined) -> bool:
         """Delta's rule: a target row matched by several source rows that a matched clause acts on
-        is an error, unless the only matched clause is an unconditional delete."""
+        is an error, unless the only matched clause is an unconditional delete (then False: not
+        checked, a target row may have several joined rows with an action)."""
         matched = [c for c in self.clauses if c.when == "matched"]
         if len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None:
-            return
+            return False
         s, t = self.m._s, self.m._t
         both = f"{s}.{SOURCE_SEEN} IS NOT NULL AND {t}.{TARGET_SEEN} IS NOT NULL"
         from pyspark.sql import functions as F
@@ -182,6 +226,7 @@ class _Plan:
                 f"{_WHAT}: Cannot perform Merge as multiple source rows matched and attempted to modify the "
                 f"same target row in {self.stmt.path} ({found[0][1]} source rows matched one target row). "
                 "Deduplicate the source or refine the ON condition. Nothing was changed.", table=self.stmt.path)
+        return True
 
     def counts(self, rows) -> dict:
         """{inserted, updated, deleted} from (action, distinct target rows, joined rows) rows."""
@@ -195,14 +240,17 @@ class _Plan:
     # -- primary-key tables ---------------------------------------------------
     def keyed_changes(self, target):
         joined = self.joined(target)
-        self.check_single_match(joined)
+        checked = self.check_single_match(joined)
         t = self.m._t
         targeted = self._indices("update", "delete")
         deletes = self._indices("delete")
         kind = f"CASE WHEN {self._in(deletes)} THEN '-D' ELSE '+U' END"
         changed = joined.where(self._in(targeted)).selectExpr(
             *self.values(joined, "update", lambda c, _: f"{t}.{ident(c)}"), f"{kind} AS {KIND}",
-            f"{t}.{ROW} AS {ROW}").dropDuplicates([ROW]).drop(ROW)  # the delete-only case: one -D a row
+            f"{t}.{ROW} AS {ROW}")
+        if not checked:  # the delete-only case: one -D a row (checked: one actioned joined row a target row)
+            changed = changed.dropDuplicates([ROW])
+        changed = changed.drop(ROW)
         inserted = joined.where(self._in(self._indices("insert"))).selectExpr(
             *self.values(joined, "insert", lambda c, typ: f"CAST(NULL AS {typ.simpleString()})"), f"'+I' AS {KIND}")
         return changed.unionByName(inserted)
@@ -231,6 +279,30 @@ class _Plan:
         in_touched = target.where(f"{FILE} IN ({', '.join(string(n) for n in touched) or 'NULL'})")
         kept = in_touched.join(acted, ROW, "left_anti").select(*columns)
         return commit_rewrite(stmt, kept.unionByName(changed).unionByName(inserted), touched, counts)
+
+
+_NAME = r"(?:`([^`]+)`|(\w+))"
+_EQUALS = re.compile(rf"^\s*(\w+)\.{_NAME}\s*=\s*(\w+)\.{_NAME}\s*$")
+
+
+def _equated(on: str, target_alias: str, source_alias: str) -> list[tuple[str, str]]:
+    """(target column, source column) of the ON condition's top-level `t.x = s.y` conjuncts."""
+    from ..filters import _split_and
+
+    out = []
+    for part in _split_and(on):
+        part = part.strip()
+        while part.startswith("(") and part.endswith(")"):
+            part = part[1:-1].strip()
+        match = _EQUALS.match(part)
+        if not match:
+            continue
+        left, right = (match.group(1).lower(), match.group(2) or match.group(3)), \
+            (match.group(4).lower(), match.group(5) or match.group(6))
+        sides = dict([left, right]) if left[0] != right[0] else {}
+        if target_alias.lower() in sides and source_alias.lower() in sides:
+            out.append((sides[target_alias.lower()], sides[source_alias.lower()]))
+    return out
 
 
 def read_target_schema(stmt):

@@ -8,7 +8,9 @@ identity that landed changes nothing). The plan depends on the table kind:
   rows with a row kind (`+U` updates, `+I` inserts, `-D` deletes) written through
   the keyed write path (spark.keyed): no file is rewritten. The target is read at
   the snapshot the write's sequence numbers are planned on, so a commit by another
-  writer in the same buckets since then is a conflict, never a lost update.
+  writer in the same buckets since then is a conflict, never a lost update; Spark
+  merges its files itself where it can (spark.keyed_read: only the columns used),
+  pruned by partition and key.
 * unaware-bucket append tables: copy-on-write. Files are pruned by partition and
   min/max statistics, the ones holding affected rows are found by a Spark job,
   only those are rewritten, and one OVERWRITE snapshot swaps them
@@ -102,10 +104,14 @@ def open_statement(spark, name: str, commit_user, commit_identifier, what: str) 
 
 # ---------------------------------------------------------------- reading the target
 
-def read_target(stmt: Statement, condition: str | None = None, snapshot_id: int | None = None):
+def read_target(stmt: Statement, condition: str | None = None, snapshot_id: int | None = None,
+                conjuncts: list | None = None):
     """The target's rows at `snapshot_id` (default: latest) as a DataFrame, with `ROW` (and, for
-    append tables, `FILE`); append tables: only the files `condition`'s simple conjuncts may
-    match (the candidates), which `stmt.candidates` lists by file name."""
+    append tables, `FILE`); only the files `condition`'s simple conjuncts and `conjuncts` may
+    match (append tables: the candidates, which `stmt.candidates` lists by file name; keyed
+    tables: files are pruned by partition and key only, as pypaimon's scan does, so a newer
+    version of a row is never left out). Rows outside them may remain: callers apply the
+    whole condition to the rows."""
     from pyspark.sql import functions as F
 
     from ..paimon.read import scan
@@ -116,11 +122,17 @@ def read_target(stmt: Statement, condition: str | None = None, snapshot_id: int 
     snapshot = manager.get_snapshot_by_id(snapshot_id) if snapshot_id else manager.get_latest_snapshot()
     stmt.snapshot = snapshot
     schema = spark_schema(table)
-    conjuncts = filters.parse_sql(condition) if condition else []
+    conjuncts = [*(filters.parse_sql(condition) if condition else []), *(conjuncts or [])]
+    if stmt.keyed:  # Spark resolves names case-insensitively; pruning takes exact names only
+        conjuncts = [c for c in conjuncts if c.column in stmt.columns]
     planned = scan.plan_snapshot(table, snapshot, scan.to_predicate(table, conjuncts))
     if stmt.keyed:
+        from . import keyed_read
         if snapshot is None:
             df = stmt.spark.createDataFrame([], schema)
+        elif not keyed_read.blockers(table, planned):
+            # Spark merges the key-value files itself and reads only the columns the plan uses.
+            df = keyed_read.read_merged(stmt.spark, table, planned, schema)
         else:
             from .read import read
             df = read(stmt.spark, stmt.path, snapshot=snapshot.id, options=stmt.fs_options or None)
@@ -142,6 +154,16 @@ def read_target(stmt: Statement, condition: str | None = None, snapshot_id: int 
     return df.select("*", F.col("_metadata.file_name").alias(FILE),
                      F.concat_ws("#", F.col("_metadata.file_name"),
                                  F.col("_metadata.row_index").cast("string")).alias(ROW))
+
+
+def target_shape(stmt: Statement):
+    """A keyed target's columns (and `ROW`) without its rows: what the SQL text is checked against
+    before the write is planned and the target read."""
+    from .reader import spark_schema
+
+    keys = [ident(k) for k in stmt.table.primary_keys]
+    return stmt.spark.createDataFrame([], spark_schema(stmt.table)).selectExpr(
+        "*", f"struct({', '.join(keys)}) AS {ROW}")
 
 
 # ---------------------------------------------------------------- checking SQL text
@@ -226,9 +248,11 @@ def finish(report: CommitReport, counts: dict) -> CommitReport:
     return report
 
 
-def commit_keyed(stmt: Statement, build_changes) -> CommitReport:
-    """Plan the keyed write, read the target at its base snapshot, write `build_changes(target)`
-    (table columns + `KIND`) as key-value files, commit one snapshot."""
+def commit_keyed(stmt: Statement, build_changes, condition: str | None = None,
+                 conjuncts: list | None = None) -> CommitReport:
+    """Plan the keyed write, read the target at its base snapshot (its files pruned by
+    `condition` and `conjuncts`, as read_target), write `build_changes(target)` (table columns +
+    `KIND`) as key-value files, commit one snapshot."""
     from ..paimon.write.keyed_plan import prepare_keyed_target
     from ..paimon.write.batch import BatchWrite
     from .arrow import spark_to_arrow
@@ -248,7 +272,7 @@ def commit_keyed(stmt: Statement, build_changes) -> CommitReport:
     if job.already_committed():
         return CommitReport(job.commit_user, job.identifier, skipped_replay=True)
     base = target.bucket_check_from or None  # the snapshot the sequence numbers continue from
-    changes = build_changes(read_target(stmt, snapshot_id=base))
+    changes = build_changes(read_target(stmt, condition, snapshot_id=base, conjuncts=conjuncts))
     changes = changes.select(*[ident(c) for c in stmt.columns], KIND).persist()
     files = []
     try:
@@ -346,8 +370,8 @@ def delete(spark, name: str, where: str | None = None, *, commit_user: str | Non
         def changes(target):
             return analysed("lakesink.delete where", lambda: target.where(condition).selectExpr(
                 "*", f"'-D' AS {KIND}"))
-        analysed("lakesink.delete where", lambda: read_target(stmt).where(condition).schema)
-        return commit_keyed(stmt, changes)
+        analysed("lakesink.delete where", lambda: target_shape(stmt).where(condition).schema)
+        return commit_keyed(stmt, changes, where)
     target = read_target(stmt, where)
     matched = analysed("lakesink.delete where", lambda: target.where(condition))
     per_file = {r[0]: r[1] for r in matched.groupBy(FILE).count().collect()}
@@ -384,10 +408,10 @@ def update(spark, name: str, set: dict, where: str | None = None, *, commit_user
         def changes(target):
             matched = analysed("lakesink.update where", lambda: target.where(condition))
             return matched.selectExpr(*new_row(matched), f"'+U' AS {KIND}")
-        probe = read_target(stmt)
+        probe = target_shape(stmt)
         analysed("lakesink.update where", lambda: probe.where(condition).schema)
         new_row(probe)
-        return commit_keyed(stmt, changes)
+        return commit_keyed(stmt, changes, where)
     target = read_target(stmt, where)
     matched = analysed("lakesink.update where", lambda: target.where(condition))
     new_row(target)  # checks the assignments before any job runs
