@@ -22,7 +22,7 @@ PYTHON = os.environ.get("LAKESINK_DELTA_PYTHON",
                         os.path.join(os.path.dirname(__file__), "..", "..", ".venv-delta", "bin", "python"))
 
 _SCRIPT = r'''
-import json, sys
+import json, os, sys
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 
@@ -53,7 +53,11 @@ else:
             m = m.when_not_matched_by_source_delete(predicate=condition)
     metrics = m.execute()
 pq.write_table(DeltaTable(spec["table"]).to_pyarrow_table(), spec["out"])
-json.dump(metrics, open(spec["metrics"], "w"), default=str)
+with open(spec["metrics"], "w") as out:
+    json.dump(metrics, out, default=str)
+# delta-rs's runtime sometimes aborts while the interpreter tears it down ("terminate called
+# without an active exception"), after the results above are complete: leave without teardown.
+os._exit(0)
 '''
 
 

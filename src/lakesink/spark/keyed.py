@@ -99,7 +99,8 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict, dynamic=None):
         out = distribute(out.selectExpr(*carried, _ORDER, *owner))
         bases_of_table = _bases_by_partition(spec, next_sequence).get((), [0] * max(spec.num_buckets, 1))
         literal = f"array({', '.join(f'CAST({b} AS BIGINT)' for b in bases_of_table)})"
-        out = out.selectExpr(*carried, _ORDER, *owner,
+        # The shuffle's own owner column (not computed again): the window below then needs no second shuffle.
+        out = out.selectExpr(*carried, _ORDER, *([_OWNER] if owner else []),
                              f"CAST(coalesce(try_element_at({literal}, {BUCKET} + 1), 0) AS BIGINT) AS {_BASE}")
     else:
         # try_: a dynamic-bucket write may open buckets past the planned array (they start at 0).
