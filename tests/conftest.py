@@ -50,3 +50,15 @@ def warehouse(tmp_path):
 @pytest.fixture()
 def table_path(warehouse):
     return str(warehouse / "db.db" / "t")
+
+
+@pytest.fixture(scope="session")
+def java_paimon():
+    """Apache Paimon's Java reader and writer (tests/interop/oracle.py), or a skip with its reason."""
+    from tests.interop.oracle import JavaPaimon, Unavailable
+    from tests.requirements import unavailable
+
+    try:
+        return JavaPaimon()
+    except Unavailable as exc:
+        unavailable(f"Java Paimon reader unavailable: {exc}")

@@ -435,3 +435,14 @@ def random_kill_case(workdir: Path, mode: str, commit: str, rng: random.Random, 
     else:
         case.finish()
     return case.check()
+
+
+def kill_at_each_summing(case: "Case", points, prefixes) -> Tally:
+    """Kill a summing keyed case at each point (after each kill its sums are those of a whole
+    number of batches), restart it once more, and check the final sums: the tally."""
+    for point in points:
+        case.crash(point)
+        have = sums_of(read_table(case.table)) if Path(case.table, "snapshot").exists() else {}
+        assert have in prefixes, f"after {case.runs[-1].log} the sums are those of no whole number of batches"
+    case.finish()
+    return case.check_sums(prefixes[-1])

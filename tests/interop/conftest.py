@@ -6,15 +6,8 @@ import pytest
 
 from tests.requirements import unavailable
 
-from .oracle import JavaPaimon, RustPaimon, Unavailable
+from .oracle import RustPaimon, Unavailable
 
-
-@pytest.fixture(scope="session")
-def java_paimon():
-    try:
-        return JavaPaimon()
-    except Unavailable as exc:
-        unavailable(f"Java Paimon reader unavailable: {exc}")
 
 
 @pytest.fixture(scope="session")

@@ -8,12 +8,11 @@ bucket of its partition, nothing else: a killed attempt's index files are in no 
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from lakesink.paimon.table.tables import open_table
-from tests.crash.harness import SUM_OPTIONS, Case, make_sum_source, sums_of
+from tests.crash.harness import SUM_OPTIONS, Case, kill_at_each_summing, make_sum_source
 from tests.helpers import read_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.crash]
@@ -46,12 +45,7 @@ def _check_index(table_path: str) -> None:
 def test_a_dynamic_bucket_table_killed_mid_commit_counts_every_batch_once(tmp_path, mode, points):
     case = Case(tmp_path, mode, "sync", cdc=True, options={**SUM_OPTIONS, **DYNAMIC}, extra_column="score")
     prefixes = make_sum_source(case.source, files=len(points) + 2)
-    for point in points:
-        case.crash(point)
-        have = sums_of(read_table(case.table)) if Path(case.table, "snapshot").exists() else {}
-        assert have in prefixes, f"after {case.runs[-1].log} the sums are those of no whole number of batches"
-    case.finish()
-    tally = case.check_sums(prefixes[-1])
+    tally = kill_at_each_summing(case, points, prefixes)
     assert tally.kills == len(points)
     assert tally.exactly_once and not tally.problems, tally.problems
     _check_index(case.table)

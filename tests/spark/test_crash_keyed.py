@@ -17,13 +17,12 @@ default: tests/crash/matrix.py.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
-from tests.crash.harness import SUM_OPTIONS, Case, make_sum_source, sums_of
+from tests.crash.harness import SUM_OPTIONS, Case, kill_at_each_summing, make_sum_source
 from tests.crash.matrix import KEYED_SUM_CHAINS, KEYED_SUM_SOAK_CHAINS
-from tests.helpers import read_table, snapshots
+from tests.helpers import snapshots
 
 pytestmark = [pytest.mark.spark, pytest.mark.crash]
 
@@ -40,12 +39,7 @@ def test_a_summing_keyed_table_killed_mid_protocol_counts_every_batch_once(tmp_p
     case = Case(tmp_path, mode, commit, cdc=True, options=options, extra_column="score")
     # Compaction points: each restart needs a batch to append and one more to compact after.
     prefixes = make_sum_source(case.source, files=(2 + 2 * len(points)) if compacting else len(points) + 2)
-    for point in points:
-        case.crash(point)
-        have = sums_of(read_table(case.table)) if Path(case.table, "snapshot").exists() else {}
-        assert have in prefixes, f"after {case.runs[-1].log} the sums are those of no whole number of batches"
-    case.finish()
-    tally = case.check_sums(prefixes[-1])
+    tally = kill_at_each_summing(case, points, prefixes)
     print(f"\nsums {mode}-{commit}: {tally.summary()}; runs: " + ", ".join(f"{r.seconds:.0f}s" for r in case.runs))
     assert tally.kills == len(points)
     assert tally.exactly_once and not tally.problems, tally.problems

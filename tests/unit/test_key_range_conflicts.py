@@ -145,15 +145,6 @@ def test_a_writer_that_publishes_first_while_the_commit_publishes_is_checked_on_
     assert state(path) == {**BASE, 1: "ours", 5: "ours", 20: "other", 21: "other"}
 
 
-@pytest.fixture(scope="module")
-def java_paimon():
-    from tests.interop.oracle import JavaPaimon, Unavailable
-    from tests.requirements import unavailable
-    try:
-        return JavaPaimon()
-    except Unavailable as exc:
-        unavailable(f"Java Paimon reader unavailable: {exc}")
-
 
 @pytest.mark.interop
 def test_paimons_java_reader_reads_both_writers_files_as_pypaimon_does(tmp_path, java_paimon):
