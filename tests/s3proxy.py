@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import http.client
 from contextlib import contextmanager
+import socket
 import threading
 import time
 from collections import Counter
@@ -66,6 +67,9 @@ class S3Proxy:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in separate writes: with Nagle's algorithm each answer
+            # would wait for the client's delayed ACK (~40 ms a request).
+            disable_nagle_algorithm = True
 
             def log_message(self, *args):  # quiet
                 pass
@@ -103,6 +107,8 @@ class S3Proxy:
                     headers["Content-Length"] = str(len(body))
                 conn = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=60)
                 try:
+                    conn.connect()
+                    conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as above, upstream
                     conn.request(self.command, self.path, body=body, headers=headers)
                     answer = conn.getresponse()
                     data = answer.read()

@@ -18,7 +18,9 @@ import sys
 import time
 import urllib.request
 from contextlib import contextmanager
+from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[1]
 ACCESS_KEY = "testing"
 SECRET_KEY = "testing"
 REGION = "us-east-1"
@@ -39,9 +41,10 @@ class S3Server:
 
     def start(self) -> S3Server:
         env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY,
-                   AWS_DEFAULT_REGION=REGION)
+                   AWS_DEFAULT_REGION=REGION,
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            self.command(),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
@@ -54,6 +57,10 @@ class S3Server:
                 time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"moto server did not answer on {self.endpoint} within {self.start_timeout} s")
+
+    def command(self) -> list[str]:
+        """The server's command line: moto's server, run by this module's `__main__`."""
+        return [sys.executable, "-m", "tests.s3server", "-H", "127.0.0.1", "-p", str(self.port)]
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
@@ -94,3 +101,13 @@ def s3_bucket(name: str):
     with S3Server() as server:
         server.create_bucket(name)
         yield server
+
+
+if __name__ == "__main__":
+    # moto's server answers headers and body in separate writes; with Nagle's algorithm on, each
+    # answer waits for the client's delayed ACK (a PUT took ~30 ms instead of ~8).
+    from moto.server import main as moto_main
+    from werkzeug.serving import WSGIRequestHandler
+
+    WSGIRequestHandler.disable_nagle_algorithm = True
+    sys.exit(moto_main(sys.argv[1:]))

@@ -69,7 +69,7 @@ def cluster(tmp_path_factory):
 def s3(cluster):
     server = S3Server()
     # Killed with the cluster if the tests die first, even while it starts.
-    cluster.reaper.watch_command(["moto.server", "-H", "127.0.0.1", "-p", str(server.port)])
+    cluster.reaper.watch_command(server.command()[1:])
     with server:
         server.create_bucket(BUCKET)
         yield server
