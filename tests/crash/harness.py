@@ -400,15 +400,20 @@ class Case:
 
 
 def append_as_other_writer(table_path: str, snapshots_to_add: int, rows_each: int = 5) -> int:
-    """Commit a few snapshots with pypaimon's own writer and a commit user of its own (ids < 0)."""
+    """Commit a few snapshots with pypaimon's own writer and a commit user of its own (ids < 0);
+    columns the table has beyond the source's (a `score` a stream added) stay null."""
+    from pypaimon.schema.data_types import PyarrowFieldParser
     from pypaimon.table.file_store_table import FileStoreTable
 
     table = FileStoreTable.from_path(table_path)
+    schema = PyarrowFieldParser.from_paimon_schema(table.fields)
     added = 0
     for k in range(snapshots_to_add):
         ids = [-(1 + k * rows_each + j) for j in range(rows_each)]
-        pypaimon_append(table, pa.table({"id": pa.array(ids, pa.int64()), "name": [f"other-{i}" for i in ids],
-                                         "grp": pa.array([abs(i) % 3 for i in ids], pa.int32())}))
+        rows = {"id": pa.array(ids, pa.int64()), "name": pa.array([f"other-{i}" for i in ids]),
+                "grp": pa.array([abs(i) % 3 for i in ids], pa.int32())}
+        pypaimon_append(table, pa.table([rows[f.name] if f.name in rows else pa.nulls(len(ids), f.type)
+                                         for f in schema], schema=schema))
         added += len(ids)
     return added
 
@@ -437,11 +442,30 @@ def random_kill_case(workdir: Path, mode: str, commit: str, rng: random.Random, 
     return case.check()
 
 
+# A chain step that is no kill: the protocol raises at the point (LAKESINK_FAIL_AT) in a
+# pipelined query's background commit.
+FAIL = "fail:"
+
+
+def fail_background_commit(case: "Case", point: str) -> None:
+    """Pipelined: Spark recorded the batch before its commit failed, so it will not replay it.
+    The failure must stop the query (not pass silently), its files and pending state kept for
+    the restart to commit."""
+    failed = case.run(fail_at=point)
+    assert failed.returncode == 1, failed.tail()
+    log = failed.log.read_text()
+    assert f"injected failure at {point.split('@')[0]}" in log, failed.tail()
+    assert "retried when the query restarts" in log, failed.tail()
+
+
 def kill_at_each_summing(case: "Case", points, prefixes) -> Tally:
     """Kill a summing keyed case at each point (after each kill its sums are those of a whole
     number of batches), restart it once more, and check the final sums: the tally."""
     for point in points:
-        case.crash(point)
+        if point.startswith(FAIL):
+            fail_background_commit(case, point[len(FAIL):])
+        else:
+            case.crash(point)
         have = sums_of(read_table(case.table)) if Path(case.table, "snapshot").exists() else {}
         assert have in prefixes, f"after {case.runs[-1].log} the sums are those of no whole number of batches"
     case.finish()
