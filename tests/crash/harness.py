@@ -399,9 +399,9 @@ class Case:
         return tally
 
 
-def append_as_other_writer(table_path: str, snapshots_to_add: int, rows_each: int = 5) -> int:
-    """Commit a few snapshots with pypaimon's own writer and a commit user of its own (ids < 0);
-    columns the table has beyond the source's (a `score` a stream added) stay null."""
+def append_as_other_writer(table_path: str, snapshots_to_add: int, rows_each: int = 5, first: int = 1) -> int:
+    """Commit a few snapshots with pypaimon's own writer and a commit user of its own (ids -first,
+    -first-1, ...); columns the table has beyond the source's (a `score` a stream added) stay null."""
     from pypaimon.schema.data_types import PyarrowFieldParser
     from pypaimon.table.file_store_table import FileStoreTable
 
@@ -409,7 +409,7 @@ def append_as_other_writer(table_path: str, snapshots_to_add: int, rows_each: in
     schema = PyarrowFieldParser.from_paimon_schema(table.fields)
     added = 0
     for k in range(snapshots_to_add):
-        ids = [-(1 + k * rows_each + j) for j in range(rows_each)]
+        ids = [-(first + k * rows_each + j) for j in range(rows_each)]
         rows = {"id": pa.array(ids, pa.int64()), "name": pa.array([f"other-{i}" for i in ids]),
                 "grp": pa.array([abs(i) % 3 for i in ids], pa.int32())}
         pypaimon_append(table, pa.table([rows[f.name] if f.name in rows else pa.nulls(len(ids), f.type)

@@ -138,7 +138,7 @@ def _check(run: dict) -> None:
 
 def test_a_stream_a_batch_append_and_an_overwrite_of_another_partition_lose_nothing(spark, tmp_path):
     _check(stream_with_concurrent_batch_writers(spark, tmp_path, seconds=float(os.environ.get(
-        "LAKESINK_CONCURRENCY_SECONDS", "30"))))
+        "LAKESINK_CONCURRENCY_SECONDS", "12"))))
 
 
 @pytest.mark.soak

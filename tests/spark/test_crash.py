@@ -66,7 +66,7 @@ def test_a_driver_killed_at_each_commit_point_still_writes_every_row_exactly_onc
         from lakesink.paimon.table import tables
         tables.create_table(case.table, pa.schema([f.with_nullable(True) for f in SOURCE_SCHEMA]), ["grp"], [],
                             {"bucket": "-1"})
-        other_rows += append_as_other_writer(case.table, 1)
+        other_rows += append_as_other_writer(case.table, 1, first=1001)  # ids apart from the later ones
     make_source(case.source, files=len(points) + 2, rows_per_file=ROWS_PER_FILE,
                 extra_column="score" if evolving else None)
     for point in points:

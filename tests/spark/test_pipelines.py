@@ -152,7 +152,7 @@ def test_a_pipeline_killed_while_committing_and_run_again_writes_every_source_ro
     source, storage = tmp_path / "source", tmp_path / "storage"
     orders, users = tmp_path / "wh" / "shop.db" / "orders", tmp_path / "wh" / "shop.db" / "users"
     project = write_project(tmp_path / "project", source, orders, users, storage)
-    first_files, more_files = 8, 3
+    first_files, more_files = 5, 2
     add_files(source, 0, first_files)
 
     # Run 1: killed (SIGKILL, whole process group) once the second snapshot is published.
