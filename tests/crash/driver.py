@@ -4,6 +4,8 @@
         --mode native|fast --commit sync|pipelined [--fail-first-attempt 0.5]
     python -m tests.crash.driver --path TABLE --checkpoint CHK --source-table TABLE_A \
         [--consumer-id ID] --mode ...
+    python -m tests.crash.driver --path TABLE --checkpoint CHK --source SRCDIR --cdc \
+        --extra-column score --merge --mode fast
 
 It reads a replayable source (a directory of Parquet files, one file per
 micro-batch; or, with `--source-table`, a Paimon table A through
@@ -60,6 +62,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="extra writer option (repeatable), e.g. aggregator.enabled=true")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="extra Spark conf of the driver's session (repeatable), e.g. spark.jars=...")
+    parser.add_argument("--merge", action="store_true", help="with --cdc --extra-column score: MERGE each "
+                        "micro-batch into the existing table in foreachBatch (adding its scores), the batch id "
+                        "as the commit identifier")
     return parser.parse_args(argv)
 
 
@@ -106,6 +111,23 @@ def build_stream(spark, args):
     return df
 
 
+MERGE_USER = "crash-merge"
+
+
+def merge_batch(spark, path: str):
+    """foreachBatch: MERGE the batch into the table, adding scores (a batch applied twice shows),
+    exactly once through the batch id as the statement's commit identifier."""
+    import lakesink
+
+    def merge(batch_df, batch_id):
+        (lakesink.merge(spark, path, batch_df.drop("op"), on="t.id = s.id AND t.grp = s.grp",
+                        commit_user=MERGE_USER, commit_identifier=batch_id)
+         .when_matched_update(set={"score": "t.score + s.score", "name": "s.name"})
+         .when_not_matched_insert_all()
+         .execute())
+    return merge
+
+
 def run(args) -> int:
     import lakesink
 
@@ -122,7 +144,10 @@ def run(args) -> int:
     df = build_stream(spark, args)
     handler = None
     extra = {**(CDC_OPTIONS if args.cdc else {}), **dict(item.split("=", 1) for item in args.option)}
-    if args.mode == "fast":
+    if args.merge:
+        query = (df.writeStream.foreachBatch(merge_batch(spark, args.path))
+                 .option("checkpointLocation", args.checkpoint).trigger(availableNow=True).start())
+    elif args.mode == "fast":
         query = lakesink.stream(df, args.path, checkpoint=args.checkpoint, trigger="availableNow",
                                 commit_mode=args.commit, partition_by=["grp"], options=extra)
         handler = query.lakesink_sink

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from tests.helpers import leftover_files, pypaimon_append, read_table, snapshots
 from tests.unpatched import read_unpatched
 
-from .driver import CDC_SCHEMA, READY, SOURCE_SCHEMA
+from .driver import CDC_SCHEMA, MERGE_USER, READY, SOURCE_SCHEMA
 
 REPO = Path(__file__).resolve().parents[2]
 DRIVER_TIMEOUT = float(os.environ.get("LAKESINK_CRASH_DRIVER_TIMEOUT", "420"))
@@ -205,8 +205,9 @@ def _sorted_rows(table: pa.Table) -> list[tuple]:
 class Case:
     def __init__(self, workdir: Path, mode: str, commit: str = "sync", source_table: str | None = None,
                  consumer_id: str | None = None, options: dict | None = None, cdc: bool = False,
-                 extra_column: str | None = None):
+                 extra_column: str | None = None, merge: bool = False):
         self.workdir = Path(workdir)
+        self.merge = merge  # MERGE each micro-batch in foreachBatch (tests.crash.driver.merge_batch)
         self.cdc = cdc  # a change stream into a keyed table (tests.crash.driver.CDC_SCHEMA)
         self.extra_column = extra_column  # the driver reads the source with this (double) column too
         self.options = dict(options or {})  # extra writer options, e.g. the aggregator
@@ -229,6 +230,8 @@ class Case:
                self.checkpoint, *source, "--mode", self.mode, "--commit", self.commit]
         if self.cdc:
             cmd.append("--cdc")
+        if self.merge:
+            cmd.append("--merge")
         for key, value in self.options.items():
             cmd += ["--option", f"{key}={value}"]
         if self.extra_column:
@@ -322,6 +325,8 @@ class Case:
 
     def commit_user(self) -> str | None:
         import json
+        if self.merge:
+            return MERGE_USER  # the statements' own identity, not a sink's
         sink = Path(self.checkpoint) / "lakesink" / "sink.json"
         return json.loads(sink.read_text())["commit_user"] if sink.exists() else None
 

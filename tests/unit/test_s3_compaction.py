@@ -94,6 +94,7 @@ def _keyed_table(path: str, options: dict, commits: int = 2, first: int = 0) -> 
         writer.write(pa.table({"id": keys, "v": [f"c{c}"] * len(keys)}, schema=KEYED_SCHEMA))
         files = writer.finish()
         target.commit("setup", c + 1, files)
+        target.file_io.delete_directory_quietly(f"{target.lakesink_dir()}/staging/setup{c}")  # as a job ends
         written += [replace(f, staged_path=None) for f in files]
     return target, written
 

@@ -16,6 +16,10 @@ ends the job (its commit, its abort, a replay, the restore after a dead driver,
 `clean_staging`) reads the intents and deletes the named files no snapshot of
 the job references, then removes the prefix (`sweep`). Local disks keep staging
 and renaming (cheap and atomic there) unless `write.in-place` says otherwise.
+
+Staged files get an intent too, just before the commit moves them to their table
+paths (`declare_placement`, task name `placement`): a driver killed between those
+moves and the snapshot would otherwise leave files that nothing names.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ INTENT = storage.DocumentKind("lakesink.intent", 1, "lakesink intent",
                                "Its job's files are unknown: leave the staging directory to a lakesink that reads it.")
 INTENTS = "intents"
 CHOICES = ("auto", "true", "false")
+STAGING = "/_lakesink/staging/"
 
 
 def in_place(table_path: str, choice: str | None) -> bool:
@@ -111,6 +116,30 @@ class Intent:
             return
         with storage.new_output(self.file_io, self.path) as out:  # one PUT, whole or nothing
             out.write(text.encode("utf-8"))
+
+
+def staging_dir_of(staged_path: str) -> str | None:
+    """The job's staging directory a staged file lies under (None: not under one)."""
+    at = staged_path.find(STAGING)
+    if at < 0:
+        return None
+    end = staged_path.find("/", at + len(STAGING))
+    return staged_path[:end] if end > 0 else None
+
+
+def declare_placement(table, files: Iterable) -> None:
+    """Before staged files move to their table paths: name those paths in an intent of their
+    job's staging directory, so that whoever ends the job after a driver died between the
+    moves and the snapshot (a re-run with the job's identity, `clean_staging`) finds them."""
+    from ..files.datafiles import PathsOf, table_path_of
+
+    paths, by_dir = PathsOf(table), {}
+    for staged in files:
+        staging_dir = staged.staged_path and staging_dir_of(staged.staged_path)
+        if staging_dir:
+            by_dir.setdefault(staging_dir, []).append(table_path_of(paths, staged))
+    for staging_dir, targets in by_dir.items():
+        Intent(table.file_io, staging_dir, "placement").declare(targets)
 
 
 # -- the cleaner's side ---------------------------------------------------------------------

@@ -21,9 +21,10 @@ from pypaimon.manifest.schema.manifest_entry import ManifestEntry
 from pypaimon.table.row.generic_row import GenericRow
 
 from ...errors import CommitConflictError
+from ...protocol import crashpoints
 from ...protocol.target import CommitReport, Overwrite
 from ..files.datafiles import StagedFile, place
-from . import identity, target
+from . import identity, intents, target
 from .file_store import new_file_store_commit
 from .target import PaimonTarget, _Publications
 
@@ -50,7 +51,9 @@ class RowLevelTarget(PaimonTarget):
         self._check_schema_ids(table, files)
         latest = table.snapshot_manager().get_latest_snapshot()
         identity.before_commit(self.file_io, self.path, commit_user, latest)
+        intents.declare_placement(table, files)
         place(table, files)
+        crashpoints.reached("files-placed")
         entries = ([_entry(table, _DELETE, f) for f in self.removed]
                    + [_entry(table, _ADD, f) for f in files])
         rows, size = sum(f.row_count for f in files), sum(f.file_size for f in files)
@@ -59,6 +62,7 @@ class RowLevelTarget(PaimonTarget):
         props.update(properties or {})
         file_store_commit = new_file_store_commit(table, commit_user)
         attempts = _Publications(file_store_commit)
+        crashpoints.reached("before-snapshot")
         try:
             # Conflict detection on: a removed file no longer live is a file-deletion conflict.
             file_store_commit._try_commit(commit_kind="OVERWRITE", commit_identifier=identifier,
@@ -69,6 +73,7 @@ class RowLevelTarget(PaimonTarget):
             raise
         finally:
             file_store_commit.close()
+        crashpoints.reached("after-snapshot")
         snapshot = attempts.snapshot or self.committed_snapshot(commit_user, identifier)
         identity.after_commit(self.file_io, self.path, commit_user, identifier,
                               snapshot.id if snapshot else (latest.id if latest else None))

@@ -272,6 +272,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
             # drops the replaced partitions' index files; ours replace those of the buckets written).
             index, index_writer = dynamic_index.index_changes(table, files, latest, fresh=overwrite is not None)
         identity.before_commit(self.file_io, self.identity_root, commit_user, latest)
+        intents.declare_placement(table, files)
         place(table, files)
         crashpoints.reached("files-placed")
 

@@ -9,6 +9,7 @@ attempts, which the engine never reports, go with the directory.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import uuid
 from collections.abc import Sequence
@@ -39,6 +40,12 @@ MODES = ("append", "overwrite")
 
 def new_token() -> str:
     return uuid.uuid4().hex[:16]
+
+
+def identity_token(commit_user: str, identifier: int) -> str:
+    """The staging token of a job with a user-given identity: a re-run after a dead driver
+    stages where the dead run did, and ending it removes what the dead run left (its intents)."""
+    return "id-" + hashlib.sha1(f"{commit_user}\0{identifier}".encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -95,7 +102,8 @@ class BatchWrite:
             overwrite = Overwrite(partitions=(dict(options.overwrite_partition),))
         elif mode == "overwrite":
             overwrite = Overwrite(dynamic=_dynamic_overwrite(options, session_overwrite_mode, target, path_name))
-        staging = f"{target.lakesink_dir()}/staging/{new_token()}"
+        token = new_token() if anonymous else identity_token(commit_user, identifier)
+        staging = f"{target.lakesink_dir()}/staging/{token}"
         compression = options.table_options.get("file.compression") or "snappy"
         return cls(target, layout, commit_user, identifier, anonymous, overwrite, staging, compression,
                    options.aggregator, in_place=intents.in_place(target.path, options.in_place))
@@ -116,9 +124,8 @@ class BatchWrite:
                 aggregate_batch(self.target, self.commit_user, report, files, forget_user=self.anonymous,
                                 distributed=self.rewriter, in_place=self.in_place)
         except CommitStateUnknownError:
-            if not self.in_place:
-                self.remove_staging()
-            # In place: the intents must stay; whether their files belong to the table is unknown.
+            # The intents must stay (files written in place, staged files already placed): whether
+            # their files belong to the table is unknown. clean_staging decides later.
             raise
         except BaseException:
             self.remove_staging(report)
@@ -137,9 +144,10 @@ class BatchWrite:
             self.remove_staging()
 
     def remove_staging(self, report: CommitReport | None = None) -> None:
-        """Remove the job's staging; in place, first what its attempts named and its snapshot
-        (if it landed) did not add."""
-        if self.in_place:
+        """Remove the job's staging; first what its intents name (files written in place, staged
+        files placed by a commit, also of a dead run with the same identity) and its snapshot (if
+        it landed) did not add."""
+        if self.in_place or intents.read_intents(self.staging_dir, self.target.fs_options):
             known = report is not None and not report.skipped_replay and report.snapshot_id is not None
             try:
                 intents.sweep(self.target, self.staging_dir, self.commit_user, self.identifier,
