@@ -42,10 +42,10 @@ def new_token() -> str:
     return uuid.uuid4().hex[:16]
 
 
-def identity_token(commit_user: str, identifier: int) -> str:
-    """The staging token of a job with a user-given identity: a re-run after a dead driver
-    stages where the dead run did, and ending it removes what the dead run left (its intents)."""
-    return "id-" + hashlib.sha1(f"{commit_user}\0{identifier}".encode()).hexdigest()[:16]
+def identity_prefix(commit_user: str, identifier: int) -> str:
+    """How the staging tokens of a job with a user-given identity begin: a re-run after a dead
+    driver finds the dead run's staging by it and removes what that run left."""
+    return "id-" + hashlib.sha1(f"{commit_user}\0{identifier}".encode()).hexdigest()[:16] + "-"
 
 
 @dataclass
@@ -102,7 +102,7 @@ class BatchWrite:
             overwrite = Overwrite(partitions=(dict(options.overwrite_partition),))
         elif mode == "overwrite":
             overwrite = Overwrite(dynamic=_dynamic_overwrite(options, session_overwrite_mode, target, path_name))
-        token = new_token() if anonymous else identity_token(commit_user, identifier)
+        token = new_token() if anonymous else identity_prefix(commit_user, identifier) + new_token()[:8]
         staging = f"{target.lakesink_dir()}/staging/{token}"
         compression = options.table_options.get("file.compression") or "snappy"
         return cls(target, layout, commit_user, identifier, anonymous, overwrite, staging, compression,
@@ -147,16 +147,29 @@ class BatchWrite:
         """Remove the job's staging; first what its intents name (files written in place, staged
         files placed by a commit, also of a dead run with the same identity) and its snapshot (if
         it landed) did not add."""
-        if self.in_place or intents.read_intents(self.staging_dir, self.target.fs_options):
-            known = report is not None and not report.skipped_replay and report.snapshot_id is not None
+        known = report is not None and not report.skipped_replay and report.snapshot_id is not None
+        stagings = [self.staging_dir] + ([] if self.anonymous else self._dead_runs())
+        for staging in stagings:
+            if staging == self.staging_dir and not self.in_place and not intents.read_intents(
+                    staging, self.target.fs_options):
+                self.target.file_io.delete_directory_quietly(staging)  # the common case: nothing named
+                continue
             try:
-                intents.sweep(self.target, self.staging_dir, self.commit_user, self.identifier,
+                intents.sweep(self.target, staging, self.commit_user, self.identifier,
                               report.snapshot_id if known else None)
             except Exception as exc:  # noqa: BLE001 - the job's outcome stands; clean_staging retries
                 log.warning("%s: could not remove what failed attempts wrote (%s); the staging stays for "
-                            "clean_staging", self.staging_dir, exc)
-                return
-        self.target.file_io.delete_directory_quietly(self.staging_dir)
+                            "clean_staging", staging, exc)
+                continue
+            self.target.file_io.delete_directory_quietly(staging)
+
+    def _dead_runs(self) -> list[str]:
+        """Staging directories of earlier runs with this job's identity (their drivers died)."""
+        root, own = self.staging_dir.rsplit("/", 1)
+        prefix = identity_prefix(self.commit_user, self.identifier)
+        return [e.path.rstrip("/") for e in storage.list_dir(root, self.target.fs_options, files_only=False)
+                if e.path.rstrip("/").rsplit("/", 1)[-1].startswith(prefix)
+                and e.path.rstrip("/").rsplit("/", 1)[-1] != own]
 
     def describe_staged(self, paths: Sequence[str]) -> list[StagedFile]:
         return describe_files(paths, self.layout, self.target.file_io)
