@@ -61,12 +61,15 @@ def write_keyed_files(df, target, layout, spec, next_sequence, staging_dir: str,
     if spec.postpone:
         from dataclasses import replace
 
+        from ..paimon.keyed.layout import POSTPONE_BUCKET
         from ..paimon.keyed.postpone import relabel
         from .keyed import MAX_OPEN_FILES, _write_tasks
         tasks = _write_tasks(df.sparkSession, MAX_OPEN_FILES)  # one per core
-        # Sequence numbers from 0 in each file, as Paimon's postpone writer numbers them: the
-        # compaction orders a key's versions by file creation, then sequence number.
-        files = write_keyed_files(df, target, layout, replace(spec, num_buckets=tasks, postpone=False), {},
+        # Every task's file numbered from the partition's postpone bucket's next free sequence
+        # number: a later write lies above an earlier one (the compaction orders versions so).
+        bases = {(p, task): base for (p, bucket), base in next_sequence.items() if bucket == POSTPONE_BUCKET
+                 for task in range(tasks)}
+        files = write_keyed_files(df, target, layout, replace(spec, num_buckets=tasks, postpone=False), bases,
                                   staging_dir, compression, check_from)
         return [relabel(f, commit_user, f.bucket) for f in files]
     dynamic = None

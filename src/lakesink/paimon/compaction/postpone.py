@@ -13,9 +13,10 @@ Each postpone row goes to the bucket Paimon's bucket function gives its bucket k
 (`paimon.files.keyhash`, as fixed-bucket writes compute it), and every bucket that gets rows
 is fully compacted (so is every other real bucket of the partition): its files and its new rows merged by the merge engine into one sorted run
 at the highest level (`lsm.write_run`). The new rows take sequence numbers above everything
-the bucket held, in version order: postpone files by creation time (then sequence numbers,
-then name), rows of a file by sequence number, then position. (Paimon orders the files of one
-postpone writer by creation time and leaves files of different writers unordered.)
+the bucket held, in version order: postpone files by sequence numbers (then creation time,
+then name; `version_order`), rows of a file by sequence number, then position. (Paimon orders
+the files of one postpone writer by creation time and leaves files of different writers
+unordered.)
 
 One `PostponeCompactTask` per partition (picklable: an engine runs it on its executors); the
 job commits every task's outputs and the files they replace — the postpone files and the
@@ -113,10 +114,13 @@ def _postpone_rows(task: PostponeCompactTask, schema: pa.Schema) -> pa.Table:
 
 
 def version_order(files: Sequence[StagedFile]) -> list[StagedFile]:
-    """Postpone files oldest first: by creation time, then sequence numbers, then name."""
+    """Postpone files oldest first: by sequence numbers, then creation time, then name. lakesink
+    numbers each write's postpone files above every live postpone file of the partition (and a
+    format("paimon") write's tasks by partition id), so its order is the order of its writes;
+    Paimon's writers number each writer's files from 0 up, so files of one writer keep their order."""
     def created(f):
         return f.meta.creation_time.get_millisecond() if f.meta.creation_time is not None else 0
-    return sorted(files, key=lambda f: (created(f), f.meta.min_sequence_number, f.meta.max_sequence_number,
+    return sorted(files, key=lambda f: (f.meta.min_sequence_number, created(f), f.meta.max_sequence_number,
                                         f.meta.file_name))
 
 
