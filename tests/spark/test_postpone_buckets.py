@@ -173,4 +173,8 @@ def test_what_lakesink_cannot_honour_is_refused_before_anything_is_written(spark
                       lambda: lakesink.update(spark, path, {"v": "'z'"}, "id = 1")):
         with pytest.raises(UnsupportedTableError, match="postpone"):
             statement()
+    query = lakesink.read_stream(spark, path).writeStream.format("memory").queryName("pp").start()
+    with pytest.raises(Exception, match="postpone buckets"):  # the query fails as it starts reading
+        query.awaitTermination(60)
+    query.stop()
     assert len(snapshots(path)) == before
