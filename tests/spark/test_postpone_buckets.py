@@ -22,8 +22,8 @@ from tests.spark.test_streaming import source_stream
 pytestmark = pytest.mark.spark
 
 SCHEMA = "id long, dt string, v string"
-# Paimon's postpone writer names: data-u-<commit user>-s-<writer id>-w-<uuid>-<n>.<format>
-POSTPONE_NAME = re.compile(r"^data-u-(.+)-s-(\d+)-w-[0-9a-f-]{36}-\d+\.parquet$")
+# Paimon's postpone writer names: data--u-<commit user>-s-<writer id>-w-<uuid>-<n>.<format>
+POSTPONE_NAME = re.compile(r"^data--u-(.+)-s-(\d+)-w-[0-9a-f-]{36}-\d+\.parquet$")
 
 
 def _rows(ids, tag):

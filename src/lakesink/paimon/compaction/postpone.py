@@ -13,10 +13,11 @@ Each postpone row goes to the bucket Paimon's bucket function gives its bucket k
 (`paimon.files.keyhash`, as fixed-bucket writes compute it), and every bucket that gets rows
 is fully compacted (so is every other real bucket of the partition): its files and its new rows merged by the merge engine into one sorted run
 at the highest level (`lsm.write_run`). The new rows take sequence numbers above everything
-the bucket held, in version order: postpone files by sequence numbers (then creation time,
-then name; `version_order`), rows of a file by sequence number, then position. (Paimon orders
-the files of one postpone writer by creation time and leaves files of different writers
-unordered.)
+the bucket held, in version order: postpone files by the snapshot that added them, then
+sequence numbers, creation time and name (`version_order`), rows of a file by sequence number,
+then position. (Paimon orders the files of one postpone writer by creation time and leaves
+files of different writers unordered; commit order is what a later write expects.) Postpone
+files are Parquet (lakesink's) or Avro (Paimon's own postpone writers).
 
 One `PostponeCompactTask` per partition (picklable: an engine runs it on its executors); the
 job commits every task's outputs and the files they replace — the postpone files and the
@@ -99,12 +100,15 @@ def _postpone_rows(task: PostponeCompactTask, schema: pa.Schema) -> pa.Table:
     file_io = storage.file_io(task.output_dir, task.fs_options)
     parts = []
     for path in task.postpone:
-        if not path.endswith(".parquet"):
-            raise UnsupportedTableError(
-                f"postpone file {path} is not Parquet: lakesink's compaction reads Parquet postpone files only "
-                "(Paimon's own postpone writers may write Avro); compact this table with Paimon's compaction.")
         with file_io.new_input_stream(path) as source:
-            part = pq.ParquetFile(source).read(columns=schema.names).select(schema.names)
+            if path.endswith(".avro"):  # Paimon's own postpone writers write Avro
+                part = _read_avro(source, schema)
+            elif path.endswith(".parquet"):
+                part = pq.ParquetFile(source).read(columns=schema.names).select(schema.names)
+            else:
+                raise UnsupportedTableError(
+                    f"postpone file {path}: lakesink's compaction reads Parquet and Avro postpone files only; "
+                    "compact this table with Paimon's own compaction.")
         if not part.schema.equals(schema, check_metadata=False):
             part = part.cast(schema)
         part = part.append_column(_POSITION, pa.array(np.arange(part.num_rows, dtype=np.int64)))
@@ -113,15 +117,53 @@ def _postpone_rows(task: PostponeCompactTask, schema: pa.Schema) -> pa.Table:
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
-def version_order(files: Sequence[StagedFile]) -> list[StagedFile]:
-    """Postpone files oldest first: by sequence numbers, then creation time, then name. lakesink
-    numbers each write's postpone files above every live postpone file of the partition (and a
-    format("paimon") write's tasks by partition id), so its order is the order of its writes;
-    Paimon's writers number each writer's files from 0 up, so files of one writer keep their order."""
+def _read_avro(source, schema: pa.Schema) -> pa.Table:
+    """A key-value Avro file as `schema` (Paimon writes the same fields, by name)."""
+    import io
+
+    import fastavro
+    records = list(fastavro.reader(io.BytesIO(source.read())))
+    return pa.Table.from_pylist([{name: r.get(name) for name in schema.names} for r in records], schema=schema)
+
+
+def version_order(files: Sequence[StagedFile], added: dict[str, int] | None = None) -> list[StagedFile]:
+    """Postpone files oldest first: by the snapshot that added them (`added`, file name ->
+    snapshot id: commit order, whoever wrote them; unknown: first), then sequence numbers (within
+    one commit: a Paimon writer numbers its files up from 0, a lakesink format("paimon") write its
+    tasks by partition id), then creation time, then name."""
+    added = added or {}
+
     def created(f):
         return f.meta.creation_time.get_millisecond() if f.meta.creation_time is not None else 0
-    return sorted(files, key=lambda f: (f.meta.min_sequence_number, created(f), f.meta.max_sequence_number,
-                                        f.meta.file_name))
+    return sorted(files, key=lambda f: (added.get(f.meta.file_name, 0), f.meta.min_sequence_number, created(f),
+                                        f.meta.max_sequence_number, f.meta.file_name))
+
+
+def added_in(table, files: Sequence[StagedFile]) -> dict[str, int]:
+    """{file name: id of the snapshot that added it} for `files`, walking snapshots back from the
+    latest through their delta manifests until all are found (or the oldest one is read)."""
+    from pypaimon.manifest.manifest_file_manager import ManifestFileManager
+    from pypaimon.manifest.manifest_list_manager import ManifestListManager
+
+    wanted = {f.meta.file_name for f in files}
+    found: dict[str, int] = {}
+    manager = table.snapshot_manager()
+    latest = manager.get_latest_snapshot()
+    earliest = manager.try_get_earliest_snapshot()
+    lists, manifests = ManifestListManager(table), ManifestFileManager(table)
+    snapshot_id = latest.id if latest is not None else 0
+    while wanted - found.keys() and snapshot_id >= (earliest.id if earliest is not None else 1):
+        snapshot = manager.get_snapshot_by_id(snapshot_id)
+        if snapshot is None:
+            break
+        if snapshot.commit_kind != "COMPACT":  # compactions never add postpone files
+            for meta in lists.read_delta(snapshot):
+                for entry in manifests.read(meta.file_name, file_size=meta.file_size):
+                    name = entry.file.file_name
+                    if entry.kind == 0 and entry.bucket == POSTPONE_BUCKET and name in wanted:
+                        found.setdefault(name, snapshot_id)
+        snapshot_id -= 1
+    return found
 
 
 def bucket_count(table, partition: tuple, real: Sequence[StagedFile], postpone: Sequence[StagedFile]) -> int:
@@ -157,6 +199,7 @@ def plan(table, files: Sequence[StagedFile], output_dir: str, layout: TableLayou
         postpone, real = by_partition.setdefault(tuple(f.partition), ([], []))
         (postpone if f.bucket == POSTPONE_BUCKET else real).append(f)
     out = []
+    added = added_in(table, [f for postpone, _ in by_partition.values() for f in postpone])
     for partition, (postpone, real) in by_partition.items():
         if not postpone:
             continue
@@ -165,7 +208,7 @@ def plan(table, files: Sequence[StagedFile], output_dir: str, layout: TableLayou
                 f"partition {partition} of {table.table_path} holds files of an older schema; lakesink's postpone "
                 "compaction reads files of the table's current schema only.", table=table.table_path)
         count = bucket_count(table, partition, real, postpone)
-        ordered = version_order(postpone)
+        ordered = version_order(postpone, added)
         buckets = {}
         for f in real:
             buckets.setdefault(f.bucket, []).append(f)

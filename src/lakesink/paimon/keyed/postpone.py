@@ -6,9 +6,10 @@ entries (whose total bucket count is the table's, -2), level 0. Readers skip the
 and pypaimon's scans read real buckets only) until a compaction routes their rows to real
 buckets (`paimon.compaction.postpone`).
 
-Files are named as Paimon's postpone writer names them, `data-u-<commit user>-s-<writer
-id>-w-<uuid>-<n>.parquet`: Paimon's compaction groups a partition's postpone files by the
-prefix up to `-w-` (one writer) and reads each writer's files by creation time.
+Files are named as Paimon's postpone writer names them, `data--u-<commit user>-s-<writer
+id>-w-<uuid>-<n>.parquet` (`data-`, the data file prefix, then `-u-`): Paimon's compaction groups
+a partition's postpone files by the prefix up to `-w-` (one writer) and reads each writer's
+files by creation time.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 def writer_prefix(commit_user: str | None, writer_id: int) -> str:
-    """`data-u-<user>-s-<id>-w-`: the prefix one writer's files share."""
+    """`data--u-<user>-s-<id>-w-`: the prefix one writer's files share."""
     user = _UNSAFE.sub("_", commit_user or "lakesink")
-    return f"data-u-{user}-s-{int(writer_id) & 0x7FFFFFFF}-w-"
+    return f"data--u-{user}-s-{int(writer_id) & 0x7FFFFFFF}-w-"
 
 
 def file_name(commit_user: str | None, writer_id: int, count: int = 0, token: str | None = None) -> str:
