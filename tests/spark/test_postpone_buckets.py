@@ -120,6 +120,14 @@ def test_compaction_merges_into_existing_buckets_and_keeps_their_count(spark, tm
     want = _want((range(5, 40), "a"), (range(30, 50), "b"), (range(45, 48), "c"))
     assert _by_key(spark, path) == want
     _check_buckets(path, 3)
+    # A partition overwrite replaces d0's buckets with postpone files: d0 reads empty until compacted.
+    lakesink.write(spark.createDataFrame([(*r, "+I") for r in _rows([100, 102], "o")], schema), path,
+                   mode="overwrite", options={"dynamic-partition-overwrite": "true"})
+    d1 = {k: v for k, v in want.items() if k[1] == "d1"}
+    assert _by_key(spark, path) == d1
+    lakesink.compact(spark, path, progress=False)
+    assert _by_key(spark, path) == {**d1, **_want(([100, 102], "o"))}
+    _check_buckets(path, 3)
 
 
 def test_bucket_count_from_rows_and_merge_engines(spark, tmp_path):
@@ -151,6 +159,13 @@ def test_streams_write_postpone_files(spark, tmp_path):
     assert {e.bucket for e in _entries(path)} == {-2, 0, 1}
     lakesink.compact(spark, path, progress=False)
     assert {r["id"]: r["name"] for r in read_table(path).to_pylist()} == {1: "aa", 3: "c"}
+    # Pipelined commits: batch N+1 planned while N commits, numbered above it.
+    _source(source, [[(1, "a", "+I"), (2, "b", "+I")], [(1, "aa", "+U"), (2, "b", "-D"), (3, "c", "+I")],
+                     [(1, "x", "+U"), (4, "d", "+I")], [(4, "dd", "+U"), (3, "c", "-D")]])
+    _stream(spark, source, path, str(tmp_path / "chk3"), {"commit.mode": "pipelined"})
+    assert {r["id"]: r["name"] for r in read_table(path).to_pylist()} == {1: "aa", 3: "c"}
+    lakesink.compact(spark, path, progress=False)
+    assert {r["id"]: r["name"] for r in read_table(path).to_pylist()} == {1: "x", 4: "dd"}
 
 
 def test_what_lakesink_cannot_honour_is_refused_before_anything_is_written(spark, tmp_path):
