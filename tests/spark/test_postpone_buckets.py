@@ -185,7 +185,9 @@ def test_what_lakesink_cannot_honour_is_refused_before_anything_is_written(spark
     lakesink.write(df, path, primary_key=["id", "dt"], options={"bucket": "-2"})
     before = len(snapshots(path))
     for statement in (lambda: lakesink.delete(spark, path, "id = 1"),
-                      lambda: lakesink.update(spark, path, {"v": "'z'"}, "id = 1")):
+                      lambda: lakesink.update(spark, path, {"v": "'z'"}, "id = 1"),
+                      lambda: lakesink.merge(spark, path, df, on="t.id = s.id and t.dt = s.dt")
+                      .when_matched_delete().execute()):
         with pytest.raises(UnsupportedTableError, match="postpone"):
             statement()
     query = lakesink.read_stream(spark, path).writeStream.format("memory").queryName("pp").start()
