@@ -90,18 +90,23 @@ def test_java_paimon_reads_compacted_postpone_tables_key_for_key(spark, java_pai
         assert set(bucket_ids(data, ["id"], table.table_schema.fields, 3).tolist()) == {e.bucket}
 
 
-def _pypaimon_postpone_write(path, rows):
-    """One commit of pypaimon's own postpone writer (a stream write: Avro files in bucket-postpone)."""
+def _pypaimon_write(path, rows, stream=True):
+    """One commit of pypaimon's own writer: its postpone writer (stream: Avro files in
+    bucket-postpone), or its postpone fixed-bucket batch writer (straight into the partition's
+    real buckets, level 0; Paimon's postpone.batch-write-fixed-bucket)."""
     import pyarrow as pa
     from pypaimon.table.file_store_table import FileStoreTable
 
     table = FileStoreTable.from_path(path)
-    builder = table.new_stream_write_builder()
+    builder = table.new_stream_write_builder() if stream else table.new_postpone_fixed_bucket_write_builder()
     write, commit = builder.new_write(), builder.new_commit()
     try:
         write.write_arrow(pa.table({"id": pa.array([r[0] for r in rows], pa.int64()), "dt": [r[1] for r in rows],
                                     "v": [r[2] for r in rows], "op": [r[3] for r in rows]}))
-        commit.commit(write.prepare_commit(1), 1)
+        if stream:
+            commit.commit(write.prepare_commit(1), 1)
+        else:
+            commit.commit(write.prepare_commit())
     finally:
         write.close()
         commit.close()
@@ -109,17 +114,24 @@ def _pypaimon_postpone_write(path, rows):
 
 def test_lakesink_compacts_postpone_files_pypaimon_wrote(spark, java_paimon, tmp_path):
     """pypaimon's postpone writer (Avro files, sequence numbers from 0 per writer) and lakesink's
-    writes interleaved; each later commit wins, whoever wrote it."""
+    writes interleaved; each later commit wins, whoever wrote it. The partition's bucket count
+    is the one pypaimon's batch writer gave its real buckets."""
     path = str(tmp_path / "wh" / "db.db" / "t")
     lakesink.write(spark.createDataFrame(_rows(range(30), "a"), SCHEMA), path, primary_key=["id", "dt"],
                    partition_by=["dt"], options={"bucket": "-2", "postpone.default-bucket-num": "3"})
-    _pypaimon_postpone_write(path, _rows(range(20, 40), "b"))
+    lakesink.compact(spark, path, progress=False)
+    _pypaimon_write(path, _rows(range(25, 35), "z"), stream=False)  # level 0 in real buckets, visible
+    assert {e.bucket for e in live_entries(open_table(path))} <= {0, 1, 2}
+    _pypaimon_write(path, _rows(range(20, 40), "b"))
     lakesink.write(spark.createDataFrame(_rows(range(35, 45), "c"), SCHEMA), path)
-    _pypaimon_postpone_write(path, _rows(range(40, 50), "d"))
-    names = [e.file.file_name for e in live_entries(open_table(path))]
-    assert any(n.endswith(".avro") for n in names) and all(e.bucket == -2 for e in live_entries(open_table(path)))
-    assert read_table(path).num_rows == 0
+    _pypaimon_write(path, _rows(range(40, 50), "d"))
+    postpone = [e.file.file_name for e in live_entries(open_table(path)) if e.bucket == -2]
+    assert any(n.endswith(".avro") for n in postpone) and any(n.endswith(".parquet") for n in postpone)
+    seen = {(r["id"], r["dt"]): r["v"] for r in read_table(path).to_pylist()}
+    assert seen == {(i, f"d{i % 3}"): ("z" if i >= 25 else "a") + str(i) for i in range(35)}
     lakesink.compact(spark, path, progress=False)
     want = {(i, f"d{i % 3}"): ("d" if i >= 40 else "c" if i >= 35 else "b" if i >= 20 else "a") + str(i)
             for i in range(50)}
     assert _read_every_way(spark, java_paimon, path, tmp_path) == want
+    assert {(e.bucket, e.total_buckets, e.file.level) for e in live_entries(open_table(path))} <= {
+        (b, 3, 5) for b in range(3)}

@@ -191,9 +191,10 @@ def bucket_count(table, partition: tuple, real: Sequence[StagedFile], postpone: 
 def plan(table, files: Sequence[StagedFile], output_dir: str, layout: TableLayout, spec: KeyedSpec,
          lsm_options: LsmOptions, table_path_of, fs_options: dict | None = None,
          in_place: InPlace | None = None) -> list[tuple[PostponeCompactTask, list[StagedFile]]]:
-    """One task per partition holding postpone files, with the files its commit replaces
-    (the partition's postpone files, and every file of its real buckets: any of them may get
-    rows, so the task rewrites them all)."""
+    """One task per partition holding postpone files, or real buckets not fully compacted (files
+    below the highest level: e.g. written straight into real buckets by Paimon's batch writers),
+    with the files its commit replaces (the partition's postpone files, and every file of its
+    real buckets: any of them may get rows, so the task rewrites them all)."""
     by_partition: dict[tuple, tuple[list, list]] = {}
     for f in files:
         postpone, real = by_partition.setdefault(tuple(f.partition), ([], []))
@@ -201,7 +202,7 @@ def plan(table, files: Sequence[StagedFile], output_dir: str, layout: TableLayou
     out = []
     added = added_in(table, [f for postpone, _ in by_partition.values() for f in postpone])
     for partition, (postpone, real) in by_partition.items():
-        if not postpone:
+        if not postpone and lsm_options.fully_compacted(real):
             continue
         if any(f.meta.schema_id != layout.schema_id for f in postpone + real):
             raise UnsupportedTableError(
