@@ -1,8 +1,9 @@
 """Compaction of postpone-bucket tables (bucket=-2): postpone rows assigned to real buckets.
 
 Writers put a postpone table's rows into each partition's postpone bucket (bucket -2,
-`paimon.keyed.postpone`), which readers skip. This compaction gives each partition a bucket
-count, as Paimon's postpone compaction does:
+`paimon.keyed.postpone`), which readers skip. This compaction takes every partition holding
+postpone files or real buckets not fully compacted (Paimon's fixed-bucket batch writers put
+level-0 files there) and gives it a bucket count, as Paimon's postpone compaction does:
 
 * a partition with files in real buckets keeps their count (their entries' `totalBuckets`);
 * else `postpone.default-bucket-num`;
@@ -10,16 +11,17 @@ count, as Paimon's postpone compaction does:
   `postpone.target-size-per-bucket` bytes of postpone files (default 1 gb), at least one.
 
 Each postpone row goes to the bucket Paimon's bucket function gives its bucket key
-(`paimon.files.keyhash`, as fixed-bucket writes compute it), and every bucket that gets rows
-is fully compacted (so is every other real bucket of the partition): its files and its new rows merged by the merge engine into one sorted run
-at the highest level (`lsm.write_run`). The new rows take sequence numbers above everything
-the bucket held, in version order: postpone files by the snapshot that added them, then
+(`paimon.files.keyhash`, as fixed-bucket writes compute it), and every real bucket of the
+partition is fully compacted: its files and its new rows merged by the merge engine into one
+sorted run at the highest level (`lsm.write_run`). The new rows take sequence numbers above
+everything the bucket held, in version order: postpone files by the snapshot that added them, then
 sequence numbers, creation time and name (`version_order`), rows of a file by sequence number,
 then position. (Paimon orders the files of one postpone writer by creation time and leaves
 files of different writers unordered; commit order is what a later write expects.) Postpone
 files are Parquet (lakesink's) or Avro (Paimon's own postpone writers).
 
-One `PostponeCompactTask` per partition (picklable: an engine runs it on its executors); the
+One `PostponeCompactTask` per partition (picklable: an engine runs it on its executors; it
+holds the partition's rows in memory while it merges them); the
 job commits every task's outputs and the files they replace — the postpone files and the
 buckets' old files — as one COMPACT snapshot (`target.PaimonCompactionTarget`). The new
 files' entries carry the partition's bucket count.
@@ -184,7 +186,8 @@ def bucket_count(table, partition: tuple, real: Sequence[StagedFile], postpone: 
     if rows_per_bucket is not None:
         total, per = sum(f.row_count for f in postpone), int(rows_per_bucket)
     else:
-        total, per = sum(f.file_size for f in postpone), int(registry.table_value(raw, "postpone.target-size-per-bucket"))
+        total = sum(f.file_size for f in postpone)
+        per = int(registry.table_value(raw, "postpone.target-size-per-bucket"))
     return max(1, -(-total // per))
 
 
