@@ -15,7 +15,7 @@ import pytest
 import lakesink
 from lakesink.errors import ConfigurationError, UnsupportedTableError
 from lakesink.paimon.table.tables import open_table
-from tests.helpers import read_table, snapshots
+from tests.helpers import leftover_files, read_table, snapshots
 from tests.spark.test_keyed_stream_write import SCHEMA as SOURCE_SCHEMA, _source, _stream
 from tests.spark.test_streaming import source_stream
 
@@ -98,6 +98,7 @@ def test_writes_wait_in_the_postpone_bucket_until_compaction(spark, tmp_path):
     _check_buckets(path, 1)
     assert all(e.file.level == 5 for e in _entries(path))  # fully compacted: the highest level
     assert lakesink.compact(spark, path, progress=False).snapshot_id is None  # nothing left to assign
+    assert leftover_files(path) == set()  # every data file on disk is one a snapshot references
 
 
 def test_compaction_merges_into_existing_buckets_and_keeps_their_count(spark, tmp_path):
