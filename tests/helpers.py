@@ -63,6 +63,12 @@ def referenced_data_files(path: str) -> set[str]:
             for f in split.files:
                 out.add(os.path.normpath(canonical_data_file_path(table, tuple(split.partition.values),
                                                                   split.bucket, f.file_name)))
+        if table.total_buckets == -2:  # postpone buckets: scans skip them, the manifests list them
+            from pypaimon.manifest.schema.file_entry import FileEntry
+            for e in FileEntry.merge_entries(entries.read_entries_parallel(lists.read_all(snap))):
+                if e.kind == 0:
+                    out.add(os.path.normpath(canonical_data_file_path(table, tuple(e.partition.values), e.bucket,
+                                                                      e.file.file_name)))
         changelog = lists.read_changelog(snap)  # changelog producers: the snapshot's changelog files
         for e in entries.read_entries_parallel(changelog) if changelog else []:
             out.add(os.path.normpath(canonical_data_file_path(table, tuple(e.partition.values), e.bucket,

@@ -160,6 +160,14 @@ class JavaPaimon:
             raise rows
         return rows
 
+    def read_with(self, table: str, out_dir: Path, options: dict[str, str]) -> list[dict]:
+        """Rows of `table` read with its options overridden by `options` in memory (its files and
+        schema untouched)."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        out = out_dir / f"read-with-{Path(table).name}.jsonl"
+        self._run(["read-with", table, str(out), ",".join(f"{k}={v}" for k, v in options.items())])
+        return [json.loads(line) for line in out.read_text("utf-8").splitlines()]
+
     def changes(self, table: str, after: int, out_dir: Path) -> list[dict]:
         """Paimon's own streaming read of `table` after snapshot `after`: rows with a "rowkind"."""
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -263,7 +263,7 @@ _REFUSALS = [
     ({"merge-engine": "first-row", "changelog-producer": "input"}, "changelog-producer=input with merge-engine=first"),
     ({"merge-engine": "aggregation", "fields.n.ignore-retract": "true"}, "fields.n.ignore-retract=true is not"),
     ({"merge-engine": "partial-update", "ignore-delete": "true"}, "ignore-delete=true with merge-engine=partial"),
-    ({"bucket": "-2"}, "bucket=-2 (postpone bucket mode) is not supported"),
+    ({"bucket": "-2", "changelog-producer": "input"}, "changelog-producer=input on a postpone-bucket table"),
 ]
 
 

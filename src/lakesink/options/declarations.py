@@ -260,8 +260,20 @@ _declare(
     Option("bucket", "table", "int", -1, "Buckets: `-1` unaware-bucket append tables, and dynamic buckets for "
            "primary-key tables (Paimon's default: keys assigned to buckets through a hash index, a new bucket "
            "opened as others reach `dynamic-bucket.target-row-num`; the primary key must hold every partition "
-           "column); `N` >= 1 fixed buckets (a fixed-bucket append table also needs `bucket-key`). `-2` "
-           "(postpone) is refused. See [keyed.md](keyed.md#dynamic-buckets)."),
+           "column); `N` >= 1 fixed buckets (a fixed-bucket append table also needs `bucket-key`); `-2` "
+           "postpone buckets (primary-key tables: rows wait unbucketed, invisible to readers, until "
+           "`lakesink.compact` assigns them to buckets). See [keyed.md](keyed.md#dynamic-buckets) and "
+           "[keyed.md](keyed.md#postpone-buckets)."),
+    Option("postpone.default-bucket-num", "table", "int", None, "Postpone-bucket tables: the bucket count "
+           "`lakesink.compact` gives a partition that has no real buckets yet (a partition that has some keeps "
+           "their count); unset: estimated from the partition's postpone rows, as Paimon does.",
+           default_text="none", minimum=1),
+    Option("postpone.target-row-num-per-bucket", "table", "int", None, "Postpone-bucket tables without "
+           "`postpone.default-bucket-num`: a new partition gets one bucket per this many postpone rows.",
+           default_text="none", minimum=1),
+    Option("postpone.target-size-per-bucket", "table", "size", 1024 * 1024 * 1024, "Postpone-bucket tables "
+           "without `postpone.default-bucket-num` or `postpone.target-row-num-per-bucket`: a new partition "
+           "gets one bucket per this many bytes of postpone files (Paimon's estimate).", default_text="1 gb"),
     Option("dynamic-bucket.target-row-num", "table", "int", 2_000_000, "Dynamic-bucket tables: keys a bucket "
            "takes before the assigner opens another (Paimon's hash index counts them).", minimum=1),
     Option("dynamic-bucket.max-buckets", "table", "int", -1, "Dynamic-bucket tables: the most buckets of a "
@@ -486,6 +498,10 @@ _unhonoured(
     Unhonoured("metadata.iceberg-compatible", ("false",),
                "lakesink's commits do not write Iceberg metadata yet: Iceberg readers would keep seeing the "
                "table as it was. Unset the option, or write the table with Apache Paimon's Java writers."),
+    Unhonoured("postpone.batch-write-fixed-bucket", ("false",),
+               "lakesink writes every batch into a postpone-bucket table's postpone bucket, as streams do; "
+               "it does not pick bucket counts for a batch and write it into real buckets directly. Rows "
+               "become visible with `lakesink.compact`. Unset the option or set it to false."),
     Unhonoured("sequence.snapshot-ordering", ("false",),
                "With it (Paimon 2.0) the versions of a key are ordered first by the snapshot that committed "
                "them, stamped on each data file at commit, then by sequence number; lakesink's commits do "

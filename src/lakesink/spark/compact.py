@@ -29,6 +29,7 @@ from ..paimon.compaction.keyed_aggregator import KeyedCompactionAggregator
 from ..paimon.compaction.rewrite import rewrite_on_driver
 from ..paimon.compaction.append_aggregator import SmallFileAggregator
 from ..paimon.compaction.wiring import tracks_rows
+from ..paimon.keyed.layout import POSTPONE_BUCKET
 from ..paimon.commit.target import PaimonTarget
 from ..protocol.aggregator import group_by_key
 from ..protocol.target import CommitReport
@@ -76,6 +77,8 @@ def compact(spark, path: str, partitions: Sequence[Mapping[str, object]] | None 
         _check_partitions(table, partitions)
     # write.in-place among the options: auto (by the store), or forced either way
     in_place = intents.in_place(target.path, str((options or {}).get("write.in-place", "auto")))
+    if table.is_primary_key_table and table.total_buckets == POSTPONE_BUCKET:
+        return _compact_postpone(spark, target, partitions, size, progress, max_attempts, in_place)
     if table.is_primary_key_table:
         return _compact_keyed(spark, target, partitions, size, full, progress, max_attempts, in_place)
     tables.check_writable(table, PATH_NAME)
@@ -172,6 +175,64 @@ def _compact_keyed(spark, target: PaimonTarget, partitions, size: int | None, fu
                 report.extra.update(buckets=len(done), conflicts=conflicts, skipped=sorted(skipped))
                 return report
             compaction.discard(_replaced_and_new(done)[1])
+            raise CommitConflictError(
+                f"Compaction of {target.path} conflicted {conflicts} times with other commits; its "
+                "rewritten files were removed and the table is unchanged. Run it again later.")
+    finally:
+        compaction.clean_staging(user, [])
+        target.forget_commit_user(user)
+
+
+def _compact_postpone(spark, target: PaimonTarget, partitions, size: int | None, progress, max_attempts: int,
+                      in_place: bool | None = None) -> CommitReport:
+    """Postpone-bucket tables: every partition holding postpone files gets its rows assigned to
+    real buckets, merged with those buckets' files, in one COMPACT snapshot that removes the
+    postpone files (`paimon.compaction.postpone`). A conflict (another commit removed an input)
+    plans the whole job again on the new state, up to `max_attempts`."""
+    from dataclasses import replace
+
+    from ..paimon.compaction import outputs as compact_outputs, postpone
+    from ..paimon.compaction.outputs import InPlace
+    from ..paimon.files.datafiles import TableLayout, table_path_of
+    from ..paimon.keyed.layout import KeyedSpec
+    from ..paimon.keyed.lsm_policy import LsmOptions, check_compactable
+
+    compaction = PaimonCompactionTarget(target)
+    user = f"lakesink-compact-{uuid.uuid4()}"
+    staging = compaction.staging_dir(user)
+    run_tasks = ((lambda tasks, on_progress: rewrite_on_spark(spark, tasks, on_progress))
+                 if spark is not None and not is_connect(spark) else (lambda tasks, _: rewrite_on_driver(tasks)))
+    conflicts = 0
+    try:
+        with _progress_bar(progress) as on_progress:
+            for attempt in range(1, max_attempts + 1):
+                table = target.table(refresh=True)
+                check_compactable(table)
+                layout, spec, lsm = TableLayout.of(table), KeyedSpec.of_table(table), LsmOptions.of_table(table)
+                if size:
+                    lsm = replace(lsm, target_size=int(size))
+                writes_in_place = compact_outputs.wanted(target.path, in_place)
+                planned = postpone.plan(table, live_files(table, partitions), staging, layout, spec, lsm,
+                                        lambda f, t=table: table_path_of(t, f), target.fs_options,
+                                        InPlace.of(table, staging) if writes_in_place else None)
+                if not planned:
+                    return CommitReport(user, 0, extra={"partitions": 0, "conflicts": conflicts})
+                outputs = run_tasks([task for task, _ in planned], on_progress)
+                replaced = [f for _, files in planned for f in files]
+                new = [f for files in outputs for f in files]
+                try:
+                    report = compaction.commit_compaction(user, attempt, replaced, new,
+                                                          {"lakesink.compaction-job": "true",
+                                                           "lakesink.postpone-compaction": "true"})
+                except CommitConflictError as exc:
+                    conflicts += 1
+                    log.info("postpone compaction of %s conflicts (attempt %d): %s; planning again",
+                             target.path, attempt, exc)
+                    compaction.discard(new)
+                    continue
+                report.attempts = attempt
+                report.extra.update(partitions=len(planned), conflicts=conflicts)
+                return report
             raise CommitConflictError(
                 f"Compaction of {target.path} conflicted {conflicts} times with other commits; its "
                 "rewritten files were removed and the table is unchanged. Run it again later.")

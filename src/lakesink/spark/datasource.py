@@ -222,7 +222,7 @@ def _plan_keyed_job(path: str, schema, opts: WriteOptions, mode: str):
                                                                  target, keyed, 0 if job.overwrite is not None
                                                                  else target.bucket_check_from)),
                          job.compression, buffer_bytes(target, opts), opts.fs_options or None, create_dir=False,
-                         paths=_in_place_paths(target, job.in_place))
+                         paths=_in_place_paths(target, job.in_place), writer_user=job.commit_user)
     return job, spec
 
 
@@ -338,8 +338,8 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
         from pyspark import TaskContext
         batch_id = int(TaskContext.get().getLocalProperty("streaming.sql.batchId"))
         if self.keyed_spec is not None:
-            return _write_keyed_task(replace(self.keyed_spec, staging_dir=self.sink.staging_dir(batch_id)),
-                                     iterator)
+            return _write_keyed_task(replace(self.keyed_spec, staging_dir=self.sink.staging_dir(batch_id),
+                                             writer_user=self.sink.commit_user), iterator)
         spec = replace(self.spec, staging_dir=self.sink.staging_dir(batch_id))
         return _write_task(spec, iterator)
 

@@ -43,9 +43,10 @@ from ..errors import ConfigurationError, NullValueError
 from ..paimon.commit import intents
 from ..paimon.table import parquet_layout
 from ..paimon.files.datafiles import StagedFile, TableLayout, describe_parquet, with_encoding
-from ..paimon.keyed.layout import (KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec, kv_schema,
-                            row_kind_refusal, with_key_value_meta)
+from ..paimon.keyed.layout import (KEY_PREFIX, POSTPONE_BUCKET, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND,
+                                   KeyedSpec, kv_schema, row_kind_refusal, with_key_value_meta)
 from ..paimon.keyed.lsm_policy import LsmOptions
+from ..paimon.keyed.postpone import file_name as postpone_file_name
 from ..paimon.keyed.merge_engines import merge_run
 from .arrow import conform, distinct_values, split_by_partition
 from ..paimon.files.keyhash import bucket_ids, key_hashes
@@ -90,6 +91,7 @@ class KeyedTaskSpec:
     create_dir: bool = True       # batch jobs: the driver made the staging directory (see TaskSpec)
     paths: object = None          # in place: the table's path factory (see TaskSpec)
     order_column: str | None = None  # a column holding each row's input order (else: as it comes)
+    writer_user: str | None = None   # postpone-bucket tables: the commit user its file names carry
 
 
 @dataclass
@@ -149,7 +151,9 @@ class KeyedTaskWriter:
                     raise ConfigurationError(keyed.retraction_refusal())
             if data.num_rows == 0:
                 return
-        if keyed.dynamic is not None:
+        if keyed.postpone:  # bucket=-2: no bucket yet (lakesink.compact assigns them)
+            buckets = np.full(data.num_rows, POSTPONE_BUCKET, np.int32)
+        elif keyed.dynamic is not None:
             buckets = self._dynamic_buckets(data)
         else:
             buckets = bucket_ids(data, list(keyed.bucket_keys), self.spec.layout.fields, keyed.num_buckets)
@@ -221,6 +225,10 @@ class KeyedTaskWriter:
         return ("data",)
 
     def _file_name(self, kind: str, flush: int) -> str:
+        if self.keyed.postpone:  # one writer per task, as Paimon's postpone writer names its files
+            if not hasattr(self, "_writer_token"):
+                self._writer_token = str(uuid.uuid4())
+            return postpone_file_name(self.spec.writer_user, self.partition_id, flush, self._writer_token)
         # Named so that name order is write order (partition id, flush): readers that read a
         # snapshot's files of one bucket in name order (the changelog) see the later ones last.
         return f"{kind}-{self.partition_id:08x}-{flush:06x}-{uuid.uuid4().hex[:20]}-0.parquet"

@@ -41,7 +41,7 @@ def write_keyed(df, path: str, mode: str, opts: WriteOptions, path_name: str) ->
         # An overwrite replaces what the partitions held: its keys are assigned afresh (Paimon's
         # assigner ignores the old index), and its commit writes the new index alone.
         files = write_keyed_files(df, job.target, layout, spec, next_sequence, job.staging_dir, job.compression,
-                                  0 if job.overwrite is not None else None)
+                                  0 if job.overwrite is not None else None, commit_user=job.commit_user)
     except BaseException as exc:
         job.abort(files)
         translated = translate_error(exc, job.target.path)
@@ -52,10 +52,26 @@ def write_keyed(df, path: str, mode: str, opts: WriteOptions, path_name: str) ->
 
 
 def write_keyed_files(df, target, layout, spec, next_sequence, staging_dir: str, compression: str,
-                      check_from: int | None = None) -> list:
+                      check_from: int | None = None, commit_user: str | None = None) -> list:
     """Spark writes `df` as key-value files into `staging_dir`; their descriptions (one batch or job).
     `check_from`: the snapshot the write was planned on (default: the target's), whose hash index
-    a dynamic-bucket write assigns new keys from."""
+    a dynamic-bucket write assigns new keys from. Postpone-bucket tables: keys are spread over the
+    write's tasks by Paimon's bucket function of as many buckets as tasks (each key merged in one
+    task), and each task's file becomes a postpone file of writer `commit_user`."""
+    if spec.postpone:
+        from dataclasses import replace
+
+        from ..paimon.keyed.layout import POSTPONE_BUCKET
+        from ..paimon.keyed.postpone import relabel
+        from .keyed import MAX_OPEN_FILES, _write_tasks
+        tasks = _write_tasks(df.sparkSession, MAX_OPEN_FILES)  # one per core
+        # Every task's file numbered from the partition's postpone bucket's next free sequence
+        # number: a later write lies above an earlier one (the compaction orders versions so).
+        bases = {(p, task): base for (p, bucket), base in next_sequence.items() if bucket == POSTPONE_BUCKET
+                 for task in range(tasks)}
+        files = write_keyed_files(df, target, layout, replace(spec, num_buckets=tasks, postpone=False), bases,
+                                  staging_dir, compression, check_from)
+        return [relabel(f, commit_user, f.bucket) for f in files]
     dynamic = None
     if spec.dynamic is not None:
         from .dynamic_bucket import default_assigners

@@ -80,9 +80,11 @@ def open_statement(spark, name: str, commit_user, commit_identifier, what: str) 
     if keyed:
         if buckets < 1 and buckets != -1:  # -1: dynamic buckets, assigned through the hash index
             raise UnsupportedTableError(
-                f"{what}: {resolved.path} is a primary-key table with bucket={buckets} (postpone buckets), "
-                "which lakesink does not write yet; row-level changes need a fixed or dynamic bucket count. "
-                "Nothing was changed.", table=resolved.path)
+                f"{what}: {resolved.path} is a primary-key table with bucket={buckets} (postpone buckets): "
+                "its latest rows may still wait unbucketed for compaction, where lakesink's row-level changes "
+                "cannot find them; row-level changes need a fixed or dynamic bucket count. Write the changes "
+                "as rows with rowkind.field (-D deletes a key) instead. Nothing was changed.",
+                table=resolved.path, option="bucket")
         engine = str(options.get("merge-engine", "deduplicate")).strip().lower()
         if engine != "deduplicate":
             raise UnsupportedTableError(

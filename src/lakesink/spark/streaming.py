@@ -95,12 +95,14 @@ class FastStreamSink:
                 check_from = self.sink.target.check_from(batch_id)
                 if self.shuffles():
                     files = write_keyed_files(batch_df, self.sink.target, self.sink.layout, self.sink.keyed,
-                                              plan, job.staging_dir, job.compression, check_from)
+                                              plan, job.staging_dir, job.compression, check_from,
+                                              commit_user=self.sink.commit_user)
                 else:
                     dynamic = dynamic_plan(self.sink.target, self.sink.keyed, check_from,
                                            default_assigners(batch_df.sparkSession))
                     spec = replace(self.task_spec, staging_dir=job.staging_dir,
-                                   plan=KeyedPlan(plan, None, dynamic=dynamic, exact=True))
+                                   plan=KeyedPlan(plan, None, dynamic=dynamic, exact=True),
+                                   writer_user=self.sink.commit_user)
                     files = write_in_one_task(batch_df, spec)
                     crashpoints.reached("tasks-done")
                 self.last_rows = sum(f.meta.row_count for f in files if not f.changelog)

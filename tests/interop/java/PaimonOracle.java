@@ -85,6 +85,20 @@ public class PaimonOracle {
                     + t.bucketMode() + "\"}").getBytes(StandardCharsets.UTF_8));
             return;
         }
+        if (args[0].equals("read-with")) {
+            // read-with <table> <out.jsonl> <key=value,...>: read with table options overridden in
+            // memory (the table's files untouched), e.g. a postpone-bucket table (bucket=-2, which
+            // this Paimon predates) read as the fixed-bucket table its compacted buckets form.
+            FileIO io = LocalFileIO.create();
+            org.apache.paimon.schema.TableSchema schema = new SchemaManager(io, new Path(args[1])).latest().get();
+            Map<String, String> options = new HashMap<>();
+            for (String kv : args[3].split(",")) {
+                String[] parts = kv.split("=", 2);
+                options.put(parts[0], parts[1]);
+            }
+            read(FileStoreTableFactory.create(io, new Path(args[1]), schema.copy(options)), args[2]);
+            return;
+        }
         if (args[0].equals("changes")) {
             changes(args[1], args[2], Long.parseLong(args[3]));
             return;
@@ -108,7 +122,10 @@ public class PaimonOracle {
     // ------------------------------------------------------------------ reading
 
     static void read(String table, String out) throws Exception {
-        FileStoreTable t = FileStoreTableFactory.create(LocalFileIO.create(), new Path(table));
+        read(FileStoreTableFactory.create(LocalFileIO.create(), new Path(table)), out);
+    }
+
+    static void read(FileStoreTable t, String out) throws Exception {
         RowType rowType = t.rowType();
         ReadBuilder rb = t.newReadBuilder();
         try (Writer w = new BufferedWriter(new OutputStreamWriter(

@@ -153,5 +153,8 @@ def full_compaction_due(table, every: int) -> bool:
 
 def compacts_after_commit(table_options: dict, primary_keys) -> bool:
     """Whether writes of a primary-key table compact its buckets after each commit
-    (Paimon's writers do, unless `write-only`)."""
+    (Paimon's writers do, unless `write-only`). Postpone-bucket tables (bucket=-2) never do:
+    their rows wait unbucketed for `lakesink.compact` (paimon.compaction.postpone)."""
+    if str(table_options.get("bucket", "")).strip() == "-2":
+        return False
     return bool(primary_keys) and not registry.table_value(table_options, "write-only")

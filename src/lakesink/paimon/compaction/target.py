@@ -43,7 +43,8 @@ _ADD, _DELETE = 0, 1
 
 def _entry(table, kind: int, f: StagedFile) -> ManifestEntry:
     return ManifestEntry(kind=kind, partition=GenericRow(list(f.partition), table.partition_keys_fields),
-                         bucket=f.bucket, total_buckets=table.total_buckets, file=f.meta)
+                         bucket=f.bucket, file=f.meta,
+                         total_buckets=table.total_buckets if f.total_buckets is None else f.total_buckets)
 
 
 def live_files(table, partitions: Sequence[dict] | None = None) -> list[StagedFile]:
@@ -61,7 +62,7 @@ def live_files(table, partitions: Sequence[dict] | None = None) -> list[StagedFi
         values = tuple(e.partition.values)
         if wanted is not None and values not in wanted:
             continue
-        out.append(StagedFile(values, e.bucket, e.file, None))
+        out.append(StagedFile(values, e.bucket, e.file, None, total_buckets=e.total_buckets))
     return out
 
 

@@ -95,6 +95,9 @@ class StagedFile:
     # (encoding_key, message) of this description as a pypaimon commit message, made where it was
     # described (a task) or decoded: the driver's state saves then serialize nothing again.
     encoded: tuple | None = field(default=None, compare=False, repr=False)
+    # The bucket count its manifest entry records (None: the table's). A postpone-bucket table's
+    # files in real buckets carry their partition's count; the table's is -2.
+    total_buckets: int | None = field(default=None, compare=False)
 
     @property
     def row_count(self) -> int:

@@ -51,6 +51,7 @@ _UNMERGED_OPTIONS = ("partial-update.remove-record-on-delete", "partial-update.r
 _IGNORE_DELETE_KEYS = ("ignore-delete", "first-row.ignore-delete", "deduplicate.ignore-delete",
                        "partial-update.ignore-delete")
 _BUCKET_DIR = "lakesink_bucket"
+POSTPONE_BUCKET = -2  # Paimon's bucket id of rows not yet assigned to a bucket (bucket=-2 tables)
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,9 @@ class KeyedSpec:
     delimiters: tuple = ()
     changelog_producer: str = "none"  # none | input: the write's input rows also go to changelog files
     dynamic: DynamicOptions | None = None  # bucket=-1: keys assigned to buckets through the hash index
+    # bucket=-2: rows go to the postpone bucket unbucketed; `lakesink.compact` assigns them to
+    # real buckets (paimon.compaction.postpone). num_buckets stays -2.
+    postpone: bool = False
 
     def aggregate_of(self, column: str) -> str | None:
         return dict(self.aggregates).get(column)
@@ -145,11 +149,10 @@ class KeyedSpec:
             num_buckets = int(raw_bucket)
         except ValueError:
             raise ConfigurationError(f"bucket={raw_bucket!r} is not an integer.") from None
-        if num_buckets == -2:
-            raise ConfigurationError(
-                "bucket=-2 (postpone bucket mode) is not supported by lakesink: set a fixed bucket count "
-                "(e.g. options={'bucket': '8'}) or leave `bucket` unset for dynamic buckets.", option="bucket")
-        if num_buckets < 1 and not (num_buckets == -1 and primary_keys):
+        postpone = num_buckets == POSTPONE_BUCKET
+        if postpone:
+            _check_postpone(primary_keys, options)
+        if num_buckets < 1 and not (num_buckets == -1 and primary_keys) and not postpone:
             kind = "unaware-bucket" if num_buckets == -1 else "an invalid"
             raise ConfigurationError(
                 f"bucket={num_buckets} ({kind} bucket mode) is not supported for keyed writes: a fixed-bucket "
@@ -245,12 +248,33 @@ class KeyedSpec:
         return cls(primary_keys, trimmed, partition_keys, bucket_keys, num_buckets, engine,
                    sequence_fields, rowkind, ignore_delete, aggregates, delimiters,
                    producer if primary_keys else "none",
-                   DynamicOptions.of(options) if dynamic else None)
+                   DynamicOptions.of(options) if dynamic else None, postpone)
 
     @classmethod
     def of_table(cls, table) -> KeyedSpec:
         return cls.resolve(table.primary_keys, table.partition_keys, dict(table.table_schema.options),
                            [f.name for f in table.table_schema.fields])
+
+
+def _check_postpone(primary_keys, options: dict) -> None:
+    """What lakesink cannot honour on a postpone-bucket table (bucket=-2), refused by name."""
+    if not primary_keys:
+        raise ConfigurationError(
+            "bucket=-2 (postpone buckets) applies to primary-key tables only, as in Paimon; give "
+            "primary_key=[...] or a fixed bucket count with a bucket-key.", option="bucket")
+    producer = str(options.get("changelog-producer", "none")).strip().lower()
+    if producer != "none":
+        raise ConfigurationError(
+            f"changelog-producer={producer} on a postpone-bucket table (bucket=-2) is not supported by "
+            "lakesink: its changelog would have to come from the compaction that assigns buckets. Use "
+            "changelog-producer=none, or a fixed bucket count.", option="changelog-producer")
+    if options.get("full-compaction.delta-commits"):
+        raise ConfigurationError("full-compaction.delta-commits on a postpone-bucket table (bucket=-2): its "
+                                 "writers never compact; run lakesink.compact.", option="full-compaction.delta-commits")
+    function = str(options.get("bucket-function.type", "default")).strip().lower()
+    if function != "default":
+        raise ConfigurationError(f"bucket-function.type={function}: lakesink assigns postpone rows to buckets "
+                                 "with Paimon's default bucket function only.", option="bucket-function.type")
 
 
 def row_kind_refusal(field: str, value) -> str:

@@ -73,6 +73,12 @@ def check_changelog_readable(table) -> None:
     if fmt != "parquet":
         raise UnsupportedTableError(f"{table.table_path} stores {fmt} files; lakesink streams the changelog of "
                                     "Parquet tables only. Read it in batch (lakesink.read).")
+    if table.is_primary_key_table and table.total_buckets == -2:
+        raise UnsupportedTableError(
+            f"{table.table_path} has postpone buckets (bucket=-2): its writes wait unbucketed, invisible to "
+            "readers, until a compaction assigns them to buckets, and lakesink's streaming read does not "
+            "follow those compactions. Read it in batch (lakesink.read) after lakesink.compact.",
+            table=table.table_path, option="bucket")
     if table.options.deletion_vectors_enabled() and producer(table) == "none":
         raise UnsupportedTableError(
             f"{table.table_path} has deletion-vectors.enabled=true and no changelog producer: its added "
