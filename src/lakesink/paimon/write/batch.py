@@ -25,6 +25,7 @@ from ...protocol import Committer, CommitReport, Overwrite
 from ... import storage
 from ..table import branches, evolution, tables
 from ..commit import intents
+from .. import iceberg
 from ..files.datafiles import StagedFile, TableLayout, describe_parquet
 from ..table.publish import publication_kind
 from ..commit.target import PaimonTarget, TableSpec
@@ -202,6 +203,8 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
                      {**(table.table_schema.options if table else {}), **options.fs_options})
     if table is not None:
         tables.check_writable(table, path_name)
+        if not options.branch:
+            iceberg.check(table)
         check_options_match(table, options)
         layout = plan_layout(table, schema, options)
         target = PaimonTarget(path, fs_options=fs_options, branch=options.branch)
@@ -220,6 +223,7 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
     if unknown:
         raise ConfigurationError(f"partition column(s) {unknown} are not among the data's columns {schema.names}.")
     check_types(schema)
+    iceberg.check_new(schema, options.partition_keys, options.table_options)
     # Like Spark's own file tables, created columns are nullable: a later write of the
     # same query shape must not fail because one DataFrame happened to be non-null.
     table_schema = pa.schema([f.with_nullable(True) for f in schema])

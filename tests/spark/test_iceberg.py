@@ -1,0 +1,152 @@
+"""`metadata.iceberg.storage=table-location`: after each commit of lakesink (write, format("paimon"),
+overwrite, compaction, streams) pyiceberg, reading the table's Iceberg metadata, sees exactly the rows
+lakesink reads, and the Iceberg snapshot follows the Paimon snapshot."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+
+import lakesink
+from lakesink.errors import UnsupportedOptionError, UnsupportedTableError
+from tests import iceberg_oracle
+from tests.helpers import latest_snapshot_id, read_table, write
+from tests.spark.test_bad_input import Unchanged
+
+pytestmark = pytest.mark.spark
+
+ICEBERG = {"metadata.iceberg.storage": "table-location"}
+
+
+@pytest.fixture()
+def iceberg():
+    iceberg_oracle.require()
+    return iceberg_oracle
+
+
+def rows(spark, start: int, n: int, day: str = "2024-01-01"):
+    return spark.createDataFrame([(i, f"v{i}", day, i * 0.5) for i in range(start, start + n)],
+                                 "id long, name string, day string, x double")
+
+
+def _sorted(table: pa.Table, columns) -> list[tuple]:
+    table = table.select(columns)
+    return sorted(zip(*[table.column(c).to_pylist() for c in columns]))
+
+
+def same_rows(tmp_path, iceberg, path: str) -> dict:
+    """pyiceberg's rows equal lakesink's; returns pyiceberg's account of the snapshot."""
+    got, info = iceberg.read(tmp_path, path)
+    want = read_table(path)
+    columns = ["id", "name", "day", "x"]
+    assert _sorted(got, columns) == _sorted(want, columns)
+    assert info["snapshot_id"] == latest_snapshot_id(path)
+    return info
+
+
+@pytest.mark.parametrize("path_kind", ["fast", "native"])
+def test_appends_and_a_partition_overwrite_read_back_by_pyiceberg(spark, tmp_path, table_path, iceberg, path_kind):
+    if path_kind == "fast":
+        lakesink.write(rows(spark, 0, 5), table_path, partition_by=["day"], options=ICEBERG)
+    else:
+        rows(spark, 0, 5).write.format("paimon").mode("append").option("partition", "day").options(**ICEBERG).save(table_path)
+    first = same_rows(tmp_path, iceberg, table_path)
+    assert first["partition_spec"] == [["day", "identity", 2]]
+    assert [f[1] for f in first["schema"]] == ["id", "name", "day", "x"]
+    assert first["operation"] == "append" and first["summary"]["total-records"] == "5"
+
+    write(rows(spark, 5, 3, day="2024-01-02"), table_path, path_kind)
+    second = same_rows(tmp_path, iceberg, table_path)
+    assert second["snapshot_id"] > first["snapshot_id"]
+    assert second["summary"]["added-records"] == "3" and second["summary"]["total-records"] == "8"
+    assert second["table_uuid"] == first["table_uuid"]
+
+    # Replace one partition: the other keeps its rows in both readers.
+    write(rows(spark, 100, 2, day="2024-01-01"), table_path, path_kind, mode="overwrite",
+          partitionOverwriteMode="dynamic")
+    third = same_rows(tmp_path, iceberg, table_path)
+    assert third["snapshot_id"] > second["snapshot_id"]
+    assert third["operation"] == "overwrite"
+    assert sorted(read_table(table_path).column("id").to_pylist()) == [5, 6, 7, 100, 101]
+
+
+def test_an_unpartitioned_table_through_compaction(spark, tmp_path, table_path, iceberg):
+    for start in range(0, 12, 3):
+        lakesink.write(rows(spark, start, 3), table_path, options=ICEBERG)
+    before = same_rows(tmp_path, iceberg, table_path)
+    assert before["partition_spec"] == []
+    lakesink.compact(spark, table_path, progress=False)
+    after = same_rows(tmp_path, iceberg, table_path)
+    assert after["snapshot_id"] > before["snapshot_id"]
+    assert after["operation"] == "replace"
+    assert int(after["summary"]["total-data-files"]) < int(before["summary"]["total-data-files"])
+    assert after["summary"]["total-records"] == "12"
+
+
+def test_a_stream_of_micro_batches(spark, tmp_path, iceberg):
+    import pyarrow.parquet as pq
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    table = str(tmp_path / "wh" / "db.db" / "s")
+    source, checkpoint = tmp_path / "source", str(tmp_path / "chk")
+    source.mkdir()
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("day", pa.string()), ("x", pa.float64())])
+    seen = []
+    for batch in range(3):
+        ids = list(range(batch * 4, batch * 4 + 4))
+        pq.write_table(pa.table({"id": ids, "name": [f"v{i}" for i in ids], "day": [f"2024-01-0{batch + 1}"] * 4,
+                                 "x": [i * 0.5 for i in ids]}, schema=schema), source / f"part-{batch}.parquet")
+        df = spark.readStream.schema(from_arrow_schema(schema)).option("maxFilesPerTrigger", 1).parquet(str(source))
+        query = lakesink.stream(df, table, checkpoint=checkpoint, trigger="availableNow", partition_by=["day"],
+                                options=ICEBERG)
+        assert query.awaitTermination(120)
+        assert query.exception() is None
+        seen.append(same_rows(tmp_path, iceberg, table)["snapshot_id"])
+    assert seen == sorted(set(seen)) and len(seen) == 3
+    assert len(read_table(table)) == 12
+
+
+def test_a_lost_iceberg_version_is_rebuilt_by_the_next_commit_and_by_maintenance(spark, tmp_path, table_path,
+                                                                                 iceberg):
+    lakesink.write(rows(spark, 0, 3), table_path, options=ICEBERG)
+    lakesink.write(rows(spark, 3, 3), table_path)
+    # A crash between the Paimon snapshot and its Iceberg metadata: the newest version is missing
+    # and the hint still names the one before.
+    newest = latest_snapshot_id(table_path)
+    os.remove(os.path.join(table_path, "metadata", f"v{newest}.metadata.json"))
+    with open(os.path.join(table_path, "metadata", "version-hint.text"), "w") as hint:
+        hint.write(str(newest - 1))
+    stale, _ = iceberg.read(tmp_path, table_path)
+    assert len(stale) == 3
+
+    lakesink.write(rows(spark, 6, 3), table_path)
+    assert same_rows(tmp_path, iceberg, table_path)["summary"]["total-records"] == "9"
+
+    # Maintenance repairs it too, without a commit.
+    newest = latest_snapshot_id(table_path)
+    os.remove(os.path.join(table_path, "metadata", f"v{newest}.metadata.json"))
+    from lakesink.paimon import maintenance
+    assert maintenance.maintain(table_path)["iceberg_snapshot"] == newest
+    assert same_rows(tmp_path, iceberg, table_path)["summary"]["total-records"] == "9"
+
+
+def test_a_keyed_table_with_iceberg_metadata_is_refused_by_name(spark, table_path):
+    with pytest.raises(UnsupportedOptionError, match="primary-key table.*do not merge"):
+        lakesink.write(rows(spark, 0, 3), table_path, primary_key=["id"], options={"bucket": "2", **ICEBERG})
+    assert not os.path.exists(os.path.join(table_path, "schema"))
+
+
+@pytest.mark.parametrize("kind", ["hadoop-catalog", "hive-catalog"])
+def test_catalog_storage_of_iceberg_metadata_is_refused(spark, table_path, kind):
+    with pytest.raises(UnsupportedOptionError, match=f"metadata.iceberg.storage={kind}"):
+        lakesink.write(rows(spark, 0, 3), table_path, options={"metadata.iceberg.storage": kind})
+    assert not os.path.exists(os.path.join(table_path, "schema"))
+
+
+def test_columns_iceberg_metadata_cannot_describe_are_refused_before_anything_is_written(spark, table_path):
+    df = spark.createDataFrame([(1, [1, 2])], "id long, tags array<int>")
+    with pytest.raises(UnsupportedTableError, match="'tags'"):
+        lakesink.write(df, table_path, options=ICEBERG)
+    assert not os.path.exists(os.path.join(table_path, "snapshot"))
