@@ -1,13 +1,13 @@
 """Iceberg metadata of Paimon tables (`metadata.iceberg.storage=table-location`): the table's
 schema as Iceberg types (`schema`), Iceberg's Avro manifests (`avro_files`), the table metadata
-document (`metadata`), and `refresh`, which makes `<table>/metadata/` describe the latest snapshot
+document (`metadata`), and `sync.refresh`, which makes `<table>/metadata/` describe the latest snapshot
 (docs/iceberg.md). Commits reach it through `commit.target.iceberg`, set by `lakesink.paimon`."""
 
 from __future__ import annotations
 
 import logging
 
-from .refresh import check, check_new, enabled, refresh
+from .sync import check, check_new, enabled, refresh
 
 log = logging.getLogger(__name__)
 
