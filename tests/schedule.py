@@ -31,6 +31,7 @@ MODULE_SECONDS = {
     "tests/spark/test_in_place.py": 85,
     "tests/unit/test_s3_compaction.py": 76,
     "tests/spark/test_crash_chain.py": 65,
+    "tests/spark/test_iceberg.py": 60,
     "tests/unit/test_s3_timeouts.py": 57,
     "tests/interop/test_merge_engines.py": 54,
     "tests/spark/test_concurrency.py": 51,

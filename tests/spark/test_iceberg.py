@@ -85,7 +85,8 @@ def test_an_unpartitioned_table_through_compaction(spark, tmp_path, table_path, 
     assert after["summary"]["total-records"] == "12"
 
 
-def test_a_stream_of_micro_batches(spark, tmp_path, iceberg):
+@pytest.mark.parametrize("mode", ["fast", "native-pipelined"])
+def test_a_stream_of_micro_batches(spark, tmp_path, iceberg, mode):
     import pyarrow.parquet as pq
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -99,10 +100,16 @@ def test_a_stream_of_micro_batches(spark, tmp_path, iceberg):
         pq.write_table(pa.table({"id": ids, "name": [f"v{i}" for i in ids], "day": [f"2024-01-0{batch + 1}"] * 4,
                                  "x": [i * 0.5 for i in ids]}, schema=schema), source / f"part-{batch}.parquet")
         df = spark.readStream.schema(from_arrow_schema(schema)).option("maxFilesPerTrigger", 1).parquet(str(source))
-        query = lakesink.stream(df, table, checkpoint=checkpoint, trigger="availableNow", partition_by=["day"],
-                                options=ICEBERG)
+        if mode == "fast":
+            query = lakesink.stream(df, table, checkpoint=checkpoint, trigger="availableNow", partition_by=["day"],
+                                    options=ICEBERG)
+        else:  # format("paimon"), committed by its committer process
+            query = (df.writeStream.format("paimon").trigger(availableNow=True).option("checkpointLocation", checkpoint)
+                     .option("partition", "day").option("commit.mode", "pipelined").options(**ICEBERG).start(table))
         assert query.awaitTermination(120)
         assert query.exception() is None
+        if mode != "fast":
+            lakesink.await_commits(checkpoint)
         seen.append(same_rows(tmp_path, iceberg, table)["snapshot_id"])
     assert seen == sorted(set(seen)) and len(seen) == 3
     assert len(read_table(table)) == 12
@@ -238,3 +245,10 @@ def test_a_rollback_and_expired_snapshots(spark, tmp_path, table_path, iceberg):
         ["v2.metadata.json", "v3.metadata.json"]
     assert len([n for n in os.listdir(metadata_dir) if n.endswith(".avro")]) == 4  # a manifest and a list each
     assert same_rows(tmp_path, iceberg, table_path)["summary"]["total-records"] == "6"
+
+
+def test_a_fixed_bucket_append_table(spark, tmp_path, table_path, iceberg):
+    lakesink.write(rows(spark, 0, 6), table_path, options={"bucket": "2", "bucket-key": "id", **ICEBERG})
+    lakesink.write(rows(spark, 6, 6), table_path)
+    info = same_rows(tmp_path, iceberg, table_path)
+    assert info["summary"]["total-records"] == "12" and int(info["summary"]["total-data-files"]) >= 2
