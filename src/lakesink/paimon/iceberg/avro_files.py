@@ -4,6 +4,7 @@ Iceberg readers match Avro fields by id, not by name."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from dataclasses import dataclass
@@ -111,9 +112,12 @@ def manifest_list_bytes(manifests: list[Manifest], snapshot_id: int, parent_id: 
 
 def _avro(schema: dict, records, metadata: dict) -> bytes:
     out = io.BytesIO()
+    records = list(records)
+    # A sync marker of the content (fastavro's is random): the same snapshot gives the same bytes.
+    marker = hashlib.sha256(json.dumps([metadata, records], sort_keys=True, default=str).encode()).digest()[:16]
     # The schema is written as given (field ids kept): fastavro's parsed form would drop them.
     fastavro.writer(out, fastavro.parse_schema(schema, _write_hint=False), records, codec=CODEC,
-                    metadata=metadata)
+                    metadata=metadata, sync_marker=marker)
     return out.getvalue()
 
 

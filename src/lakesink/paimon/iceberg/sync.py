@@ -141,13 +141,24 @@ def _files(table, entries, partition: list[dict]) -> dict[str, avro_files.DataFi
 
 
 def _table_uuid(table, file_io) -> str:
-    """The uuid of the metadata readers know (the hint's version), so they keep refreshing one table."""
+    """The uuid of the metadata readers know (the hint's version, else the newest there is), so
+    they keep refreshing one table."""
     hinted = _read_hint(file_io, table)
-    if hinted is not None:
-        found = _read_json(file_io, version_path(table, hinted))
+    for version in ([hinted] if hinted is not None else []) + sorted(_versions(table), reverse=True):
+        found = _read_json(file_io, version_path(table, version))
         if found and found.get("table-uuid"):
             return found["table-uuid"]
     return str(uuid.uuid4())
+
+
+def _versions(table) -> list[int]:
+    """The metadata versions in the table's metadata directory."""
+    file_io = table.file_io
+    try:
+        listing = file_io.list_status(metadata_dir(table)) if file_io.exists(metadata_dir(table)) else []
+    except OSError:
+        return []
+    return [int(m.group(1)) for m in (_VERSION.match(s.base_name) for s in listing) if m]
 
 
 def _advance_hint(table, snapshot) -> None:
@@ -168,15 +179,7 @@ def _drop_expired(table, current: int) -> None:
     """Remove the metadata of snapshots Paimon no longer has (expired or rolled back), with their
     manifest lists and manifests: no reader can read those versions' data files any more."""
     file_io = table.file_io
-    try:
-        listing = file_io.list_status(metadata_dir(table)) if file_io.exists(metadata_dir(table)) else []
-    except OSError:
-        return
-    for status in listing:
-        match = _VERSION.match(status.base_name)
-        if match is None:
-            continue
-        version = int(match.group(1))
+    for version in _versions(table):
         if version == current or _snapshot_exists(table, version):
             continue
         path = version_path(table, version)
