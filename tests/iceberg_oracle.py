@@ -25,8 +25,8 @@ import json, sys
 import pyarrow.parquet as pq
 from pyiceberg.table import StaticTable
 
-metadata, out = sys.argv[1], sys.argv[2]
-table = StaticTable.from_metadata(metadata)
+metadata, out, properties = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+table = StaticTable.from_metadata(metadata, properties)
 rows = table.scan().to_arrow()
 pq.write_table(rows, out)
 snapshot = table.current_snapshot()
@@ -62,15 +62,15 @@ def latest_metadata(table: str) -> str:
     return os.path.join(directory, f"v{version}.metadata.json")
 
 
-def read(tmp_path, table: str) -> tuple[pa.Table, dict]:
-    """The table's rows as pyiceberg reads them from its latest Iceberg metadata, and what it says
-    of the current snapshot."""
+def read(tmp_path, table: str, metadata: str | None = None, properties: dict | None = None) -> tuple[pa.Table, dict]:
+    """The table's rows as pyiceberg reads them from its latest Iceberg metadata (or `metadata`), and
+    what it says of the current snapshot. `properties`: pyiceberg's file IO properties (S3)."""
     work = tmp_path / "iceberg-oracle"
     work.mkdir(exist_ok=True)
     script = work / "read.py"
     script.write_text(_SCRIPT)
     out = work / "rows.parquet"
-    done = subprocess.run([PYTHON, str(script), latest_metadata(table), str(out)], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run([PYTHON, str(script), metadata or latest_metadata(table), str(out),
+                           json.dumps(properties or {})], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     return pq.read_table(out), json.loads(done.stdout.strip().splitlines()[-1])
