@@ -25,9 +25,11 @@ import json, sys
 import pyarrow.parquet as pq
 from pyiceberg.table import StaticTable
 
-metadata, out, properties = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+metadata, out, properties, row_filter = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
 table = StaticTable.from_metadata(metadata, properties)
-rows = table.scan().to_arrow()
+scan = table.scan(row_filter=row_filter) if row_filter else table.scan()
+files = len(list(scan.plan_files()))
+rows = scan.to_arrow()
 pq.write_table(rows, out)
 snapshot = table.current_snapshot()
 print(json.dumps({
@@ -37,6 +39,7 @@ print(json.dumps({
     "schema": [[f.field_id, f.name, str(f.field_type)] for f in table.schema().fields],
     "partition_spec": [[f.name, str(f.transform), f.source_id] for f in table.spec().fields],
     "table_uuid": str(table.metadata.table_uuid),
+    "files": files,
 }))
 '''
 
@@ -62,15 +65,18 @@ def latest_metadata(table: str) -> str:
     return os.path.join(directory, f"v{version}.metadata.json")
 
 
-def read(tmp_path, table: str, metadata: str | None = None, properties: dict | None = None) -> tuple[pa.Table, dict]:
+def read(tmp_path, table: str, metadata: str | None = None, properties: dict | None = None,
+         row_filter: str = "") -> tuple[pa.Table, dict]:
     """The table's rows as pyiceberg reads them from its latest Iceberg metadata (or `metadata`), and
-    what it says of the current snapshot. `properties`: pyiceberg's file IO properties (S3)."""
+    what it says of the current snapshot (`files`: the data files its scan planned, pruned by
+    `row_filter`, pyiceberg's filter syntax). `properties`: pyiceberg's file IO properties (S3)."""
     work = tmp_path / "iceberg-oracle"
     work.mkdir(exist_ok=True)
     script = work / "read.py"
     script.write_text(_SCRIPT)
     out = work / "rows.parquet"
     done = subprocess.run([PYTHON, str(script), metadata or latest_metadata(table), str(out),
-                           json.dumps(properties or {})], capture_output=True, text=True, timeout=120)
+                           json.dumps(properties or {}), row_filter], capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     return pq.read_table(out), json.loads(done.stdout.strip().splitlines()[-1])

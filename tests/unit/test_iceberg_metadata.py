@@ -108,3 +108,34 @@ def test_a_table_another_engine_created_with_an_unmappable_column_is_refused(war
     from lakesink.errors import UnsupportedTableError
     with pytest.raises(UnsupportedTableError, match="'tags'.*Nothing was written"):
         sync.check(tables.open_table(str(warehouse / "db.db" / "t")))
+
+
+@pytest.mark.parametrize("row_filter, ids, files", [
+    ("id >= 3", [3, 4], 1), ("id < 1", [0], 1), ("id > 100", [], 0), ("id IS NULL", [], 0),
+    ("dt = '2024-01-02'", [3, 4], 1), ("dt >= '2024-01-01'", [0, 1, 2, 3, 4], 2)])
+def test_readers_skip_files_by_the_bounds_and_null_counts_and_lose_no_row(table_path, tmp_path, row_filter, ids,
+                                                                          files):
+    iceberg_oracle.require()
+    writer = Writer(table_path, ICEBERG)  # unpartitioned: only the column metrics prune
+    writer.commit(3)
+    writer.commit(2, dt_value="2024-01-02")
+    rows, info = iceberg_oracle.read(tmp_path, table_path, row_filter=row_filter)
+    assert sorted(rows.column("id").to_pylist()) == ids
+    assert info["files"] == files
+
+
+def test_bounds_are_iceberg_single_values():
+    import datetime as dt
+    import decimal
+
+    from lakesink.paimon.iceberg.metrics import encode
+    assert encode("int", 1) == b"\x01\x00\x00\x00" and encode("long", -1) == b"\xff" * 8
+    assert encode("date", dt.date(1970, 1, 2)) == b"\x01\x00\x00\x00"
+    assert encode("decimal(10, 2)", decimal.Decimal("1.50")) == (150).to_bytes(2, "big", signed=True)
+    assert encode("decimal(10, 2)", decimal.Decimal("-1.28")) == b"\x80"  # minimal two's complement
+    assert encode("decimal(10, 2)", decimal.Decimal("-1.29")) == b"\xff\x7f"
+    assert encode("decimal(10, 2)", decimal.Decimal("1.28")) == b"\x00\x80"
+    assert encode("decimal(10, 2)", decimal.Decimal("1.27")) == b"\x7f"
+    assert encode("decimal(10, 2)", decimal.Decimal("1.005")) is None  # finer than the column: no bound
+    assert encode("string", "é") == "é".encode() and encode("boolean", True) == b"\x01"
+    assert encode("double", 1.0) is None and encode("timestamp", dt.datetime(2024, 1, 1)) is None

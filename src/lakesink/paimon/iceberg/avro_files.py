@@ -26,6 +26,13 @@ def _required(name: str, field_id: int, avro_type) -> dict:
     return {"name": name, "type": avro_type, "field-id": field_id}
 
 
+def _metric_map(name: str, field_id: int, key_id: int, value_id: int, value_type: str) -> dict:
+    """An Iceberg map of int keys, as Avro holds it: an array of key/value records."""
+    entry = {"type": "record", "name": f"k{key_id}_v{value_id}",
+             "fields": [_required("key", key_id, "int"), _required("value", value_id, value_type)]}
+    return _optional(name, field_id, {"type": "array", "logicalType": "map", "items": entry})
+
+
 def manifest_schema(partition: list[dict]) -> dict:
     """The manifest entry record for a partition spec (`schema.partition_fields`)."""
     from .schema import PARTITION_AVRO
@@ -39,6 +46,10 @@ def manifest_schema(partition: list[dict]) -> dict:
         _required("partition", 102, partition_record),
         _required("record_count", 103, "long"),
         _required("file_size_in_bytes", 104, "long"),
+        _metric_map("value_counts", 109, 119, 120, "long"),
+        _metric_map("null_value_counts", 110, 121, 122, "long"),
+        _metric_map("lower_bounds", 125, 126, 127, "bytes"),
+        _metric_map("upper_bounds", 128, 129, 130, "bytes"),
     ]}
     return {"type": "record", "name": "manifest_entry", "fields": [
         _required("status", 0, "int"),
@@ -73,6 +84,7 @@ class DataFile:
     partition: dict          # partition field name -> value
     record_count: int
     size: int
+    metrics: dict | None = None  # `metrics.of_file`: value_counts, null_value_counts, lower/upper_bounds
 
 
 def manifest_bytes(files: list[DataFile], snapshot_id: int, partition: list[dict], table_schema: dict,
@@ -86,8 +98,12 @@ def manifest_bytes(files: list[DataFile], snapshot_id: int, partition: list[dict
                 "file_sequence_number": snapshot_id,
                 "data_file": {"content": DATA, "file_path": f.path, "file_format": "PARQUET",
                               "partition": f.partition, "record_count": f.record_count,
-                              "file_size_in_bytes": f.size}} for f in files)
+                              "file_size_in_bytes": f.size, **_metrics(f)}} for f in files)
     return _avro(manifest_schema(partition), records, metadata)
+
+
+def _metrics(f: DataFile) -> dict:
+    return {k: (v or None) for k, v in (f.metrics or {}).items()}
 
 
 @dataclass(frozen=True)

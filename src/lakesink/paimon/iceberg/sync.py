@@ -20,7 +20,7 @@ from pypaimon.utils.file_store_path_factory import canonical_data_file_path
 from ... import storage
 from ...errors import UnsupportedTableError
 from ..commit.live_files import live_entries
-from . import avro_files, metadata, schema as ice_schema
+from . import avro_files, metadata, metrics, schema as ice_schema
 
 log = logging.getLogger(__name__)
 
@@ -132,11 +132,28 @@ def _write_version(table, snapshot, table_uuid: str) -> None:
 
 def _files(table, entries, partition: list[dict]) -> dict[str, avro_files.DataFile]:
     names = [p["name"] for p in partition]
+    current = {f.id: ice_type for f, ice_type in _typed(table.table_schema.fields)}
+    schemas: dict[int, list] = {}
     out = {}
     for e in entries:
         values = tuple(e.partition.values)
         path = e.file.external_path or canonical_data_file_path(table, values, e.bucket, e.file.file_name)
-        out[path] = avro_files.DataFile(path, dict(zip(names, values)), e.file.row_count, e.file.file_size)
+        if e.file.schema_id not in schemas:
+            found = table.schema_manager.get_schema(e.file.schema_id)
+            schemas[e.file.schema_id] = found.fields if found is not None else []
+        out[path] = avro_files.DataFile(path, dict(zip(names, values)), e.file.row_count, e.file.file_size,
+                                        metrics.of_file(e.file, schemas[e.file.schema_id], current))
+    return out
+
+
+def _typed(fields) -> list:
+    """(field, Iceberg type) of the top-level columns Iceberg can describe."""
+    out = []
+    for f in fields:
+        try:
+            out.append((f, ice_schema.iceberg_type(f.name, f.type)))
+        except ice_schema.Unsupported:
+            continue
     return out
 
 
