@@ -196,9 +196,14 @@ def _drop_expired(table, current: int) -> None:
     """Remove the metadata of snapshots Paimon no longer has (expired or rolled back), with their
     manifest lists and manifests: no reader can read those versions' data files any more."""
     file_io = table.file_io
-    for version in _versions(table):
-        if version == current or _snapshot_exists(table, version):
-            continue
+    gone = []
+    older = sorted(v for v in _versions(table) if v < current)
+    for version in older:  # Paimon's snapshots are contiguous: the first one there ends the search
+        if _snapshot_exists(table, version):
+            break
+        gone.append(version)
+    gone += [v for v in _versions(table) if v > current and not _snapshot_exists(table, v)]
+    for version in gone:
         path = version_path(table, version)
         doc = _read_json(file_io, path)
         if doc is None:
