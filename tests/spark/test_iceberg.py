@@ -271,3 +271,26 @@ def test_filtered_scans_lose_no_row(spark, tmp_path, table_path, iceberg, row_fi
     want = [r for r in read_table(table_path).to_pylist() if keep(r)]
     assert sorted(got.column("b").to_pylist()) == sorted(r["b"] for r in want)
     assert info["files"] <= 5
+
+
+@pytest.mark.parametrize("via", ["fast", "native"])
+def test_a_table_created_as_select_in_staging_names_its_final_paths(spark, tmp_path, table_path, iceberg, via):
+    """CREATE TABLE AS writes the table beside its place and renames it in: its Iceberg metadata is
+    rebuilt there, so no path names the staging directory."""
+    lakesink.create_table_as(rows(spark, 0, 4), table_path, partition_by=["day"], options=ICEBERG, via=via)
+    info = same_rows(tmp_path, iceberg, table_path)
+    assert info["summary"]["total-records"] == "4"
+    metadata_dir = os.path.join(table_path, "metadata")
+    for name in os.listdir(metadata_dir):
+        assert b"lakesink-staging" not in open(os.path.join(metadata_dir, name), "rb").read(), name
+
+
+def test_a_write_cannot_switch_iceberg_metadata_on_or_off(spark, table_path):
+    from lakesink.errors import ConfigurationError
+
+    lakesink.write(rows(spark, 0, 2), table_path)
+    before = Unchanged(table_path)
+    with pytest.raises(ConfigurationError, match="metadata.iceberg.storage='table-location' contradicts"):
+        lakesink.write(rows(spark, 2, 2), table_path, options=ICEBERG)
+    before.check()
+    assert not os.path.exists(os.path.join(table_path, "metadata"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from ... import storage
 from . import schema as ice_schema
 
 # Summary keys naming the Paimon snapshot a document describes.
@@ -18,14 +19,23 @@ PAIMON_IDENTIFIER = "paimon.commit-identifier"
 _OPERATIONS = {"APPEND": "append", "COMPACT": "replace", "OVERWRITE": "overwrite"}
 
 
+def canonical(location) -> str | None:
+    """One spelling of a table location (a local one without `file:`)."""
+    if not location:
+        return None
+    location = storage.normalize(str(location))
+    return storage.local_path(location) or location
+
+
 def identity(snapshot) -> dict[str, str]:
     return {PAIMON_SNAPSHOT: str(snapshot.id), PAIMON_USER: str(snapshot.commit_user),
             PAIMON_IDENTIFIER: str(snapshot.commit_identifier)}
 
 
-def describes(document: dict | None, snapshot) -> bool:
-    """Whether `document` is the metadata of exactly this Paimon snapshot."""
-    if not document:
+def describes(document: dict | None, snapshot, location: str) -> bool:
+    """Whether `document` is the metadata of exactly this Paimon snapshot of the table at
+    `location` (a table staged elsewhere and moved in by a rename has other paths)."""
+    if not document or canonical(document.get("location")) != canonical(location):
         return False
     current = document.get("current-snapshot-id")
     for entry in document.get("snapshots", []):

@@ -38,6 +38,10 @@ def enabled(table) -> bool:
     return storage_kind(table.table_schema.options) == "table-location"
 
 
+def _location(table) -> str:
+    return metadata.canonical(table.table_path)
+
+
 def metadata_dir(table) -> str:
     return f"{str(table.table_path).rstrip('/')}/{DIRECTORY}"
 
@@ -75,7 +79,7 @@ def refresh(table) -> int | None:
     file_io = table.file_io
     path = version_path(table, snapshot.id)
     current = _read_json(file_io, path)
-    if not metadata.describes(current, snapshot):
+    if not metadata.describes(current, snapshot, _location(table)):
         _write_version(table, snapshot, _table_uuid(table, file_io))
     _advance_hint(table, snapshot)
     _drop_expired(table, snapshot.id)
@@ -123,7 +127,7 @@ def _write_version(table, snapshot, table_uuid: str) -> None:
         return len(group), sum(f.record_count for f in group), sum(f.size for f in group)
 
     doc = metadata.document(
-        table_uuid=table_uuid, location=str(table.table_path).rstrip("/"), snapshot=snapshot,
+        table_uuid=table_uuid, location=_location(table), snapshot=snapshot,
         manifest_list=list_path, schemas=fields_of, current_schema_id=table.table_schema.id,
         partition=partition,
         snapshot_summary=metadata.summary(snapshot, totals(added), totals(removed), totals(files), len(changed)))
@@ -187,7 +191,8 @@ def _advance_hint(table, snapshot) -> None:
         return
     if hinted is not None and hinted > snapshot.id:
         newer = table.snapshot_manager().get_snapshot_by_id(hinted) if _snapshot_exists(table, hinted) else None
-        if newer is not None and metadata.describes(_read_json(file_io, version_path(table, hinted)), newer):
+        if newer is not None and metadata.describes(_read_json(file_io, version_path(table, hinted)), newer,
+                                                   _location(table)):
             return
     storage.write_atomically(file_io, f"{metadata_dir(table)}/{HINT}", str(snapshot.id))
 

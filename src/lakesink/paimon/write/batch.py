@@ -255,10 +255,12 @@ def plan_layout(table, schema: pa.Schema, options: WriteOptions) -> TableLayout:
 check_types = evolution.check_types
 
 
-# Table options that decide the table's layout or how its rows merge, with Paimon's defaults: a
-# write naming one checks it against the table's value, set or not (never applied to one write).
+# Table options that decide the table's layout, how its rows merge or what its commits write beside
+# the snapshot (Iceberg metadata), with Paimon's defaults: a write naming one checks it against the
+# table's value, set or not (never applied to one write).
 _LAYOUT_DEFAULTS = {"bucket": "-1", "merge-engine": "deduplicate", "changelog-producer": "none",
-                    "file.format": "parquet", "sequence.field": None, "row-tracking.enabled": "false"}
+                    "file.format": "parquet", "sequence.field": None, "row-tracking.enabled": "false",
+                    "metadata.iceberg.storage": "disabled"}
 
 
 def check_options_match(table, options: WriteOptions) -> None:
