@@ -20,6 +20,7 @@ from pypaimon.utils.file_store_path_factory import canonical_data_file_path
 from ... import storage
 from ...errors import UnsupportedTableError
 from ..commit.live_files import live_entries
+from ..files.datafiles import PathsOf
 from . import avro_files, metadata, metrics, schema as ice_schema
 
 log = logging.getLogger(__name__)
@@ -88,21 +89,23 @@ def refresh(table) -> int | None:
 
 def _write_version(table, snapshot, table_uuid: str) -> None:
     file_io = table.file_io
-    fields_of = {}
     manager = table.schema_manager
-    for schema_id in sorted({snapshot.schema_id, table.table_schema.id}):
-        fields_of[schema_id] = manager.get_schema(schema_id).fields
-    for schema_id in range(0, table.table_schema.id + 1):  # older schemas too: names for the mapping
+    # The newest schema: another writer may have evolved it since `table` was opened.
+    current_id = max(table.table_schema.id, snapshot.schema_id)
+    fields_of = {sid: manager.get_schema(sid).fields for sid in {snapshot.schema_id, current_id}}
+    for schema_id in range(0, current_id):  # older schemas too: their names for the name mapping
         if schema_id not in fields_of:
             found = manager.get_schema(schema_id)
             if found is not None and ice_schema.problem(found.fields, []) is None:
                 fields_of[schema_id] = found.fields
-    partition = ice_schema.partition_fields(table.table_schema.fields, list(table.partition_keys or []))
-    current_schema = ice_schema.iceberg_schema(table.table_schema.id, table.table_schema.fields)
+    current_fields = fields_of[current_id]
+    partition = ice_schema.partition_fields(current_fields, list(table.partition_keys or []))
+    current_schema = ice_schema.iceberg_schema(current_id, current_fields)
 
-    live = _files(table, live_entries(table, snapshot), partition)
+    live = _files(table, live_entries(table, snapshot), partition, current_fields)
     parent = table.snapshot_manager().get_snapshot_by_id(snapshot.id - 1) if snapshot.id > 1 else None
-    before = _files(table, live_entries(table, parent), partition) if parent is not None else {}
+    before = (_files(table, live_entries(table, parent), partition, current_fields, with_metrics=False)
+              if parent is not None else {})
     added = [f for key, f in live.items() if key not in before]
     removed = [f for key, f in before.items() if key not in live]
     changed = {json.dumps(f.partition, sort_keys=True, default=str) for f in added + removed}
@@ -128,25 +131,32 @@ def _write_version(table, snapshot, table_uuid: str) -> None:
 
     doc = metadata.document(
         table_uuid=table_uuid, location=_location(table), snapshot=snapshot,
-        manifest_list=list_path, schemas=fields_of, current_schema_id=table.table_schema.id,
+        manifest_list=list_path, schemas=fields_of, current_schema_id=current_id,
         partition=partition,
         snapshot_summary=metadata.summary(snapshot, totals(added), totals(removed), totals(files), len(changed)))
     storage.write_atomically(file_io, version_path(table, snapshot.id), json.dumps(doc, indent=1))
 
 
-def _files(table, entries, partition: list[dict]) -> dict[str, avro_files.DataFile]:
+def _files(table, entries, partition: list[dict], current_fields,
+           with_metrics: bool = True) -> dict[tuple, avro_files.DataFile]:
+    """The entries' files by (partition, bucket, name); with their paths and metrics (`with_metrics`)
+    or only their counts (to compare with the previous snapshot)."""
     names = [p["name"] for p in partition]
-    current = {f.id: ice_type for f, ice_type in _typed(table.table_schema.fields)}
+    current = {f.id: ice_type for f, ice_type in _typed(current_fields)}
     schemas: dict[int, list] = {}
+    paths = PathsOf(table)  # one path factory for all files (pypaimon makes one per call)
     out = {}
     for e in entries:
         values = tuple(e.partition.values)
-        path = e.file.external_path or canonical_data_file_path(table, values, e.bucket, e.file.file_name)
-        if e.file.schema_id not in schemas:
-            found = table.schema_manager.get_schema(e.file.schema_id)
-            schemas[e.file.schema_id] = found.fields if found is not None else []
-        out[path] = avro_files.DataFile(path, dict(zip(names, values)), e.file.row_count, e.file.file_size,
-                                        metrics.of_file(e.file, schemas[e.file.schema_id], current))
+        path, found_metrics = "", None
+        if with_metrics:
+            path = e.file.external_path or canonical_data_file_path(paths, values, e.bucket, e.file.file_name)
+            if e.file.schema_id not in schemas:
+                found = table.schema_manager.get_schema(e.file.schema_id)
+                schemas[e.file.schema_id] = found.fields if found is not None else []
+            found_metrics = metrics.of_file(e.file, schemas[e.file.schema_id], current)
+        out[(values, e.bucket, e.file.file_name)] = avro_files.DataFile(
+            path, dict(zip(names, values)), e.file.row_count, e.file.file_size, found_metrics)
     return out
 
 
