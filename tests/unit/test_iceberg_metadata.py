@@ -139,3 +139,23 @@ def test_bounds_are_iceberg_single_values():
     assert encode("decimal(10, 2)", decimal.Decimal("1.005")) is None  # finer than the column: no bound
     assert encode("string", "é") == "é".encode() and encode("boolean", True) == b"\x01"
     assert encode("double", 1.0) is None and encode("timestamp", dt.datetime(2024, 1, 1)) is None
+
+
+def test_a_commit_that_died_before_its_iceberg_metadata_is_repaired_by_its_replay(table_path, monkeypatch):
+    """The snapshot landed, the Iceberg metadata did not (the process died in between): the replay
+    of that checkpoint commits nothing and writes the metadata."""
+    import lakesink.paimon.iceberg as iceberg_metadata
+    from lakesink.protocol.committer import Committer
+
+    writer = Writer(table_path, ICEBERG)
+    writer.commit(2)
+    monkeypatch.setattr(iceberg_metadata, "refresh", lambda table: (_ for _ in ()).throw(OSError("killed")))
+    writer.commit(3)
+    assert open(os.path.join(table_path, "metadata", "version-hint.text")).read() == "1"
+    monkeypatch.undo()
+    # The engine replays checkpoint 1 (the batch whose commit "died"): a fresh committer, same user.
+    replay = Committer(writer.target, "writer")
+    report = replay.commit(1, [])
+    assert report.skipped_replay
+    assert open(os.path.join(table_path, "metadata", "version-hint.text")).read() == "2"
+    assert os.path.exists(os.path.join(table_path, "metadata", "v2.metadata.json"))

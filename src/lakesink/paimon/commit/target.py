@@ -232,6 +232,18 @@ class PaimonTarget(CommitTarget[StagedFile]):
                             snapshot=snapshot_id)
         return latest.id, same_counts
 
+    def found_landed(self, commit_user: str, identifier: int) -> None:
+        """Its commit may have died between the snapshot and the derived metadata: refreshed now."""
+        if iceberg is None or self.branch is not None:
+            return
+        try:
+            table = self.table(refresh=True)
+        except Exception:  # derived state only: the next commit or maintenance refreshes it
+            log.exception("could not open %s to refresh its derived metadata", self.path)
+            return
+        if table is not None:
+            refresh_derived(table, self.branch)
+
     # -- commit ------------------------------------------------------------
     def commit(self, commit_user: str, identifier: int, committables: Sequence[StagedFile],
                overwrite: Overwrite | None = None,
