@@ -159,3 +159,16 @@ def test_a_commit_that_died_before_its_iceberg_metadata_is_repaired_by_its_repla
     assert report.skipped_replay
     assert open(os.path.join(table_path, "metadata", "version-hint.text")).read() == "2"
     assert os.path.exists(os.path.join(table_path, "metadata", "v2.metadata.json"))
+
+
+def test_a_batch_job_skipped_as_a_replay_also_repairs_the_iceberg_metadata(table_path, monkeypatch):
+    import lakesink.paimon.iceberg as iceberg_metadata
+    from lakesink.protocol.committer import Committer
+
+    writer = Writer(table_path, ICEBERG)
+    monkeypatch.setattr(iceberg_metadata, "refresh", lambda table: (_ for _ in ()).throw(OSError("killed")))
+    writer.commit(2)
+    monkeypatch.undo()
+    assert not os.path.exists(os.path.join(table_path, "metadata", "v1.metadata.json"))
+    assert Committer(writer.target, "writer").skips_as_replay(0, table_path)
+    assert os.path.exists(os.path.join(table_path, "metadata", "v1.metadata.json"))

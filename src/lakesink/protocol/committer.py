@@ -51,6 +51,7 @@ class Committer(Generic[C]):
         log.warning("write to %s skipped as a replay: commit user %r has already committed identifier %d "
                     "(this write's is %d; an identifier at or below the last committed one is skipped). "
                     "Nothing was written.", where, self.commit_user, last, identifier)
+        self.target.found_landed(self.commit_user, identifier)
         return True
 
     def accept(self, identifier: int, committables: Sequence[C],
