@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import fastavro
 
+from .schema import PARTITION_AVRO
+
 # Deflate is one of the two codecs every Avro reader must have (null is the other).
 CODEC = "deflate"
 FORMAT_VERSION = 2
@@ -35,7 +37,6 @@ def _metric_map(name: str, field_id: int, key_id: int, value_id: int, value_type
 
 def manifest_schema(partition: list[dict]) -> dict:
     """The manifest entry record for a partition spec (`schema.partition_fields`)."""
-    from .schema import PARTITION_AVRO
     partition_record = {"type": "record", "name": "r102",
                         "fields": [_optional(p["name"], p["field-id"], PARTITION_AVRO[p["type"]])
                                    for p in partition]}

@@ -223,12 +223,15 @@ def _drop_expired(table, current: int) -> None:
         doc = _read_json(file_io, path)
         if doc is None:
             continue
-        for snap in doc.get("snapshots", []):
-            manifest_list = snap.get("manifest-list")
-            if manifest_list and file_io.exists(manifest_list):
-                for manifest in avro_files.read_manifest_list_paths(_read_bytes(file_io, manifest_list)):
-                    file_io.delete_quietly(manifest)
-                file_io.delete_quietly(manifest_list)
+        try:
+            for snap in doc.get("snapshots", []):
+                manifest_list = snap.get("manifest-list")
+                if manifest_list and file_io.exists(manifest_list):
+                    for manifest in avro_files.read_manifest_list_paths(_read_bytes(file_io, manifest_list)):
+                        file_io.delete_quietly(manifest)
+                    file_io.delete_quietly(manifest_list)
+        except (OSError, ValueError):  # another refresh removing the same version: it finishes the job
+            continue
         file_io.delete_quietly(path)
 
 
