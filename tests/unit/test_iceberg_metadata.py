@@ -172,3 +172,49 @@ def test_a_batch_job_skipped_as_a_replay_also_repairs_the_iceberg_metadata(table
     assert not os.path.exists(os.path.join(table_path, "metadata", "v1.metadata.json"))
     assert Committer(writer.target, "writer").skips_as_replay(0, table_path)
     assert os.path.exists(os.path.join(table_path, "metadata", "v1.metadata.json"))
+
+
+def test_a_name_two_field_ids_had_is_refused():
+    old = [DataField(0, "id", AtomicType("BIGINT")), DataField(1, "x", AtomicType("INT"))]
+    dropped = [DataField(0, "id", AtomicType("BIGINT"))]
+    again = [DataField(0, "id", AtomicType("BIGINT")), DataField(2, "x", AtomicType("INT"))]
+    reason = ice_schema.reused_name([old, dropped, again])
+    assert "'x' belonged to field 1 and then to field 2" in reason
+    renamed = [DataField(0, "key", AtomicType("BIGINT")), DataField(1, "x", AtomicType("INT"))]
+    assert ice_schema.reused_name([old, renamed]) is None
+
+
+def _catalog_table(warehouse, schema: pa.Schema):
+    catalog = CatalogFactory.create({"warehouse": str(warehouse)})
+    catalog.create_database("db", True)
+    catalog.create_table("db.t", Schema.from_pyarrow_schema(schema, options=ICEBERG), False)
+    return catalog, str(warehouse / "db.db" / "t")
+
+
+def test_a_renamed_column_reads_by_field_id_in_files_of_both_names(warehouse, tmp_path):
+    from pypaimon.schema.schema_change import SchemaChange
+
+    iceberg_oracle.require()
+    catalog, path = _catalog_table(warehouse, pa.schema([("id", pa.int64()), ("x", pa.int64())]))
+    pypaimon_append(tables.open_table(path), pa.table({"id": [1], "x": [10]}))
+    catalog.alter_table("db.t", [SchemaChange.rename_column("x", "y")])
+    pypaimon_append(tables.open_table(path), pa.table({"id": [2], "y": [20]}))
+    assert sync.refresh(tables.open_table(path)) == 2
+    rows, info = iceberg_oracle.read(tmp_path, path)
+    assert [f[1] for f in info["schema"]] == ["id", "y"]
+    assert sorted(zip(rows.column("id").to_pylist(), rows.column("y").to_pylist())) == [(1, 10), (2, 20)]
+
+
+def test_a_column_dropped_and_added_again_under_its_name_gets_no_iceberg_metadata(warehouse):
+    from pypaimon.schema.data_types import AtomicType as Atomic
+    from pypaimon.schema.schema_change import SchemaChange
+
+    from lakesink.errors import UnsupportedTableError
+    catalog, path = _catalog_table(warehouse, pa.schema([("id", pa.int64()), ("x", pa.int64())]))
+    pypaimon_append(tables.open_table(path), pa.table({"id": [1], "x": [10]}))
+    catalog.alter_table("db.t", [SchemaChange.drop_column("x")])
+    catalog.alter_table("db.t", [SchemaChange.add_column("x", Atomic("BIGINT"))])
+    with pytest.raises(UnsupportedTableError, match="'x' belonged to field 1 and then to field 2"):
+        sync.check(tables.open_table(path))
+    with pytest.raises(UnsupportedTableError, match="no Iceberg metadata written"):
+        sync.refresh(tables.open_table(path))

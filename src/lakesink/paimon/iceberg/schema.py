@@ -118,6 +118,27 @@ def name_mapping(schemas: list[list[DataField]]) -> list[dict]:
     return out
 
 
+def reused_name(schemas: list[list[DataField]]) -> str | None:
+    """Why the name mapping cannot describe these schemas (oldest first), or None: a name that two
+    field ids had (a column dropped and another added under its name). Files written before would
+    read the dropped column's values as the new column's, where Paimon reads nulls."""
+    owners: dict[str, int] = {}
+    nested: dict[int, list[list[DataField]]] = {}
+    for fields in schemas:
+        for f in fields:
+            if owners.setdefault(f.name, f.id) != f.id:
+                return (f"column name {f.name!r} belonged to field {owners[f.name]} and then to field {f.id} "
+                        "(dropped and added again): Iceberg readers map the names of files without field ids, "
+                        "so older files would show the dropped column's values")
+            if isinstance(f.type, RowType):
+                nested.setdefault(f.id, []).append(f.type.fields)
+    for children in nested.values():
+        reason = reused_name(children)
+        if reason is not None:
+            return reason
+    return None
+
+
 def problem(fields: list[DataField], partition_keys: list[str]) -> str | None:
     """Why Iceberg metadata cannot describe a table of these columns, or None."""
     try:

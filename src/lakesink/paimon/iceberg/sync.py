@@ -51,14 +51,27 @@ def version_path(table, version: int) -> str:
     return f"{metadata_dir(table)}/v{version}.metadata.json"
 
 
-def check(table) -> None:
-    """Refuse, before anything is written, a table whose columns Iceberg metadata cannot describe."""
+def check(table, history: bool = True) -> None:
+    """Refuse, before anything is written, a table whose columns Iceberg metadata cannot describe
+    (`history`: nor the names its older schemas gave them)."""
     if not enabled(table):
         return
     reason = ice_schema.problem(table.table_schema.fields, list(table.partition_keys or []))
+    if reason is None and history:
+        reason = ice_schema.reused_name(_all_schemas(table, table.table_schema.id))
     if reason is not None:
         raise UnsupportedTableError(f"{table.table_path} has {OPTION}=table-location, but {reason}. Nothing was "
                                     "written.")
+
+
+def _all_schemas(table, newest: int) -> list[list]:
+    """The fields of every schema up to `newest`, oldest first."""
+    out = []
+    for schema_id in range(0, newest + 1):
+        found = table.schema_manager.get_schema(schema_id)
+        if found is not None:
+            out.append(found.fields)
+    return out
 
 
 def check_new(schema, partition_keys: list[str], table_options) -> None:
@@ -99,6 +112,9 @@ def _write_version(table, snapshot, table_uuid: str) -> None:
             if found is not None and ice_schema.problem(found.fields, []) is None:
                 fields_of[schema_id] = found.fields
     current_fields = fields_of[current_id]
+    reused = ice_schema.reused_name(_all_schemas(table, current_id))
+    if reused is not None:
+        raise UnsupportedTableError(f"{table.table_path}: no Iceberg metadata written: {reused}.")
     partition = ice_schema.partition_fields(current_fields, list(table.partition_keys or []))
     current_schema = ice_schema.iceberg_schema(current_id, current_fields)
 
