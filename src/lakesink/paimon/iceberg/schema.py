@@ -11,6 +11,8 @@ import re
 
 from pypaimon.schema.data_types import AtomicType, DataField, RowType
 
+from ...errors import UnsupportedTableError
+
 # Iceberg's first partition field id (ids of partition fields live apart from column ids).
 FIRST_PARTITION_FIELD_ID = 1000
 
@@ -25,20 +27,16 @@ PARTITION_AVRO = {"boolean": "boolean", "int": "int", "long": "long", "float": "
                   "string": "string", "date": {"type": "int", "logicalType": "date"}}
 
 
-class Unsupported(Exception):
-    """A column Iceberg metadata cannot describe: the reason names it."""
-
-
 def _base(type_text: str) -> str:
     return type_text.replace(" NOT NULL", "").strip().upper()
 
 
 def iceberg_type(field_name: str, data_type) -> str | dict:
-    """The Iceberg type of a Paimon type (`Unsupported` naming the column otherwise)."""
+    """The Iceberg type of a Paimon type (`UnsupportedTableError` naming the column otherwise)."""
     if isinstance(data_type, RowType):
         return {"type": "struct", "fields": [iceberg_field(f) for f in data_type.fields]}
     if not isinstance(data_type, AtomicType):
-        raise Unsupported(f"column {field_name!r} is {data_type}: lakesink writes Iceberg metadata for "
+        raise UnsupportedTableError(f"column {field_name!r} is {data_type}: lakesink writes Iceberg metadata for "
                           "scalar and ROW columns only (no ARRAY, MAP, MULTISET, VECTOR or VARIANT yet)")
     text = _base(data_type.type)
     simple = _SIMPLE.get(text.split("(")[0])
@@ -51,10 +49,10 @@ def iceberg_type(field_name: str, data_type) -> str | dict:
     if timestamp:
         precision = int(timestamp.group(2) or 6)
         if not 3 <= precision <= 6:  # Iceberg v2 timestamps are microseconds; Paimon refuses < 3 too
-            raise Unsupported(f"column {field_name!r} is {text}: Iceberg v2 metadata describes timestamps "
+            raise UnsupportedTableError(f"column {field_name!r} is {text}: Iceberg v2 metadata describes timestamps "
                               "of precision 3 to 6 only")
         return "timestamptz" if timestamp.group(1) else "timestamp"
-    raise Unsupported(f"column {field_name!r} is {text}, which lakesink's Iceberg metadata does not map "
+    raise UnsupportedTableError(f"column {field_name!r} is {text}, which lakesink's Iceberg metadata does not map "
                       "(TIME and other types: not yet)")
 
 
@@ -87,7 +85,7 @@ def partition_fields(fields: list[DataField], partition_keys: list[str]) -> list
         source = by_name[key]
         kind = iceberg_type(key, source.type)
         if not isinstance(kind, str) or kind not in PARTITION_AVRO:
-            raise Unsupported(f"partition column {key!r} is {source.type}: lakesink's Iceberg metadata takes "
+            raise UnsupportedTableError(f"partition column {key!r} is {source.type}: lakesink's Iceberg metadata takes "
                               f"partition columns of types {', '.join(sorted(PARTITION_AVRO))} only")
         out.append({"name": key, "transform": "identity", "source-id": source.id,
                     "field-id": FIRST_PARTITION_FIELD_ID + i, "type": kind})
@@ -145,6 +143,6 @@ def problem(fields: list[DataField], partition_keys: list[str]) -> str | None:
         for f in fields:
             iceberg_type(f.name, f.type)
         partition_fields(fields, partition_keys)
-    except Unsupported as exc:
+    except UnsupportedTableError as exc:
         return str(exc)
     return None

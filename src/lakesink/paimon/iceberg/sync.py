@@ -182,7 +182,7 @@ def _typed(fields) -> list:
     for f in fields:
         try:
             out.append((f, ice_schema.iceberg_type(f.name, f.type)))
-        except ice_schema.Unsupported:
+        except UnsupportedTableError:
             continue
     return out
 
