@@ -283,6 +283,12 @@ def test_a_table_created_as_select_in_staging_names_its_final_paths(spark, tmp_p
     metadata_dir = os.path.join(table_path, "metadata")
     for name in os.listdir(metadata_dir):
         assert b"lakesink-staging" not in open(os.path.join(metadata_dir, name), "rb").read(), name
+    if via == "fast":  # REPLACE TABLE AS swaps the whole directory in: the new table's metadata only
+        lakesink.replace_table_as(rows(spark, 50, 2), table_path, options=ICEBERG)
+        info = same_rows(tmp_path, iceberg, table_path)
+        assert info["summary"]["total-records"] == "2" and info["partition_spec"] == []
+        for name in os.listdir(metadata_dir):
+            assert b"lakesink-staging" not in open(os.path.join(metadata_dir, name), "rb").read(), name
 
 
 def test_a_write_cannot_switch_iceberg_metadata_on_or_off(spark, table_path):
