@@ -27,6 +27,7 @@ MODULE_SECONDS = {
     "tests/spark/test_pipelines.py": 107,
     "tests/spark/test_keyed_bucket.py": 98,
     "tests/interop/test_changelog_stream.py": 97,
+    "tests/spark/test_iceberg.py": 95,
     "tests/spark/test_rowlevel.py": 86,
     "tests/spark/test_in_place.py": 85,
     "tests/unit/test_s3_compaction.py": 76,

@@ -36,18 +36,24 @@ def _check_refused(key: str, scopes: tuple[str, ...]) -> None:
         raise UnsupportedOptionError(key, found.reason)
 
 
-def check_honoured(table_options: Mapping[str, object], table: str | None = None) -> None:
+def check_honoured(table_options: Mapping[str, object], table: str | None = None, keyed: bool = False) -> None:
     """Refuse the Paimon table options lakesink cannot honour yet (`UNHONOURED`): given to a
     write (`table` None: `UnsupportedOptionError`) or held by the existing table `table`
-    (`UnsupportedTableError`). Called before anything is written."""
+    (`UnsupportedTableError`); `keyed`: of a primary-key table. Called before anything is written."""
     for key, value in table_options.items():
         entry = UNHONOURED.get(str(key))
-        if entry is None or str(value).strip().lower() in entry.honoured:
+        if entry is None:
             continue
+        given = str(value).strip().lower()
+        reason, what = entry.reason, f"{key}={value}"
+        if given in entry.honoured:
+            if not keyed or entry.keyed_honoured is None or given in entry.keyed_honoured:
+                continue
+            reason, what = entry.keyed_reason, f"{key}={value} on a primary-key table"
         if table is not None:
-            raise UnsupportedTableError(f"{table} has {key}={value}, which lakesink cannot write yet. "
-                                        f"{entry.reason} Nothing was written.")
-        raise UnsupportedOptionError(key, f"{key}={value}: {entry.reason} Nothing was written.")
+            raise UnsupportedTableError(f"{table} has {what}, which lakesink cannot write yet. "
+                                        f"{reason} Nothing was written.")
+        raise UnsupportedOptionError(key, f"{what}: {reason} Nothing was written.")
 
 
 def option(key: str) -> Option:
@@ -275,7 +281,7 @@ class WriteOptions:
         out.in_place = typed.get("write.in-place", "auto")
         out.keyed_shuffle = typed.get("write.keyed-shuffle", "auto")
         out.keyed_shuffle_min_rows = typed.get("write.keyed-shuffle.min-rows", 1_000_000)
-        check_honoured(out.table_options)
+        check_honoured(out.table_options, keyed=bool(out.primary_keys))
         if out.commit_identifier is not None and out.commit_user is None:
             raise InvalidOptionError("commit.identifier", out.commit_identifier,
                                      "to be given together with commit.user")

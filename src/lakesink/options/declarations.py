@@ -473,6 +473,9 @@ class Unhonoured:
     key: str
     honoured: tuple[str, ...]   # lower-cased values lakesink writes as Paimon means them
     reason: str
+    # Of those, the values honoured for primary-key tables too (None: all of them), and why not the others.
+    keyed_honoured: tuple[str, ...] | None = None
+    keyed_reason: str = ""
 
 
 UNHONOURED: dict[str, Unhonoured] = {}
@@ -491,13 +494,21 @@ _unhonoured(
     Unhonoured("data-evolution.enabled", ("false",),
                "lakesink does not write data-evolution tables (column groups merged by row id). Create the "
                "table without it, or write it with Apache Paimon's Java writers."),
-    Unhonoured("metadata.iceberg.storage", ("disabled",),
-               "lakesink's commits do not write Iceberg metadata yet: Iceberg readers would keep seeing the "
-               "table as it was. Unset the option (ALTER TABLE ... RESET), or write the table with Apache "
-               "Paimon's Java writers."),
+    Unhonoured("metadata.iceberg.storage", ("disabled", "table-location"),
+               "lakesink writes Iceberg metadata into the table's own directory only (`table-location`, "
+               "docs/iceberg.md); it reaches no Hadoop or Hive catalog's directory, so Iceberg readers there "
+               "would keep seeing the table as it was. Use table-location, or write the table with Apache "
+               "Paimon's Java writers.",
+               keyed_honoured=("disabled",),
+               keyed_reason="Iceberg readers read a primary-key table's data files as they are and do not merge "
+               "the versions of a key across its LSM files (Paimon exposes such tables to Iceberg only after "
+               "full compaction), and lakesink does not write that metadata for them: Iceberg readers would see "
+               "duplicate and deleted rows. Unset the option, or write the table with Apache Paimon's Java "
+               "writers."),
     Unhonoured("metadata.iceberg-compatible", ("false",),
-               "lakesink's commits do not write Iceberg metadata yet: Iceberg readers would keep seeing the "
-               "table as it was. Unset the option, or write the table with Apache Paimon's Java writers."),
+               "The Iceberg metadata of this older option (Paimon 0.9) is not what lakesink writes: use "
+               "`metadata.iceberg.storage=table-location` instead (docs/iceberg.md), or write the table with "
+               "Apache Paimon's Java writers."),
     Unhonoured("postpone.batch-write-fixed-bucket", ("false",),
                "lakesink writes every batch into a postpone-bucket table's postpone bucket, as streams do; "
                "it does not pick bucket counts for a batch and write it into real buckets directly. Rows "

@@ -45,7 +45,11 @@ def render_markdown() -> str:
               "to a write into an existing table, or held by an existing table: never accepted and then "
               "ignored.", "", "| key | written | why refused otherwise |", "|---|---|---|"]
     for entry in UNHONOURED.values():
-        lines.append(f"| `{entry.key}` | {', '.join(f'`{v}`' for v in entry.honoured)} | {entry.reason} |")
+        reason = entry.reason
+        if entry.keyed_honoured is not None:
+            keyed = ", ".join(f"`{v}`" for v in entry.keyed_honoured)
+            reason += f" Primary-key tables: {keyed} only. {entry.keyed_reason}"
+        lines.append(f"| `{entry.key}` | {', '.join(f'`{v}`' for v in entry.honoured)} | {reason} |")
     lines += ["", END]
     return "\n".join(lines)
 

@@ -4,10 +4,12 @@ reads, writes, catalogs and maintenance, one package each (docs/design.md has th
 from .files.datafiles import StagedFile, TableLayout, describe_parquet
 from .commit.target import PaimonTarget, TableSpec
 from .commit import target as _target
+from . import iceberg as _iceberg
 from . import maintenance
 from .keyed import dynamic as _dynamic
 
 _target.maintenance = maintenance  # every commit runs background maintenance, a layer above it, through this
 _target.dynamic_index = _dynamic  # dynamic-bucket commits write their hash index through this
+_target.iceberg = _iceberg  # commits of tables with metadata.iceberg.storage refresh their Iceberg metadata
 
 __all__ = ["PaimonTarget", "TableSpec", "StagedFile", "TableLayout", "describe_parquet"]

@@ -51,6 +51,7 @@ class Committer(Generic[C]):
         log.warning("write to %s skipped as a replay: commit user %r has already committed identifier %d "
                     "(this write's is %d; an identifier at or below the last committed one is skipped). "
                     "Nothing was written.", where, self.commit_user, last, identifier)
+        self.target.found_landed(self.commit_user, identifier)
         return True
 
     def accept(self, identifier: int, committables: Sequence[C],
@@ -79,6 +80,7 @@ class Committer(Generic[C]):
         if self.is_committed(identifier):
             discarded = self.target.discard(committables, include_placed=False)
             self._forget(identifier)
+            self.target.found_landed(self.commit_user, identifier)
             log.info("checkpoint %s of %s already committed: replay skipped, %d files discarded",
                      identifier, self.commit_user, discarded)
             return CommitReport(self.commit_user, identifier, skipped_replay=True,
@@ -117,6 +119,7 @@ class Committer(Generic[C]):
                 ) from exc
             if landed:
                 log.warning("commit %s raised %r but landed; treating as success", identifier, exc)
+                self.target.found_landed(self.commit_user, identifier)
                 return CommitReport(self.commit_user, identifier, extra={"recovered_from": repr(exc)})
             if keep_on_failure:
                 raise CommitFailedError(
@@ -136,7 +139,9 @@ class Committer(Generic[C]):
         if identifier is not None and self.is_committed(identifier):
             # The snapshot landed (e.g. Spark aborts after a commit that raised late):
             # its files are referenced now and must stay; only staged leftovers go.
-            return self.target.discard(committables, include_placed=False)
+            discarded = self.target.discard(committables, include_placed=False)
+            self.target.found_landed(self.commit_user, identifier)
+            return discarded
         removed = self.target.discard(committables)
         if identifier is not None:
             self._forget(identifier)
@@ -159,6 +164,7 @@ class Committer(Generic[C]):
                 # only files that never made it into the table go.
                 self.target.discard(committables, include_placed=False)
                 self.pending.remove(record.identifier)
+                self.target.found_landed(self.commit_user, record.identifier)
                 continue
             missing = self.target.missing_files(committables)
             if missing and not record.acknowledged:

@@ -113,6 +113,11 @@ class CommitTarget(ABC, Generic[C]):
         """A stable name of the table, to bind checkpoints to it."""
         return repr(self)
 
+    def found_landed(self, commit_user: str, identifier: int) -> None:
+        """A checkpoint found already committed (a replay, a restore, a commit that raised but
+        landed): a target whose derived state follows each commit (Iceberg metadata) brings it up
+        to date here, since its commit may have died before doing so. Never raises."""
+
     # Targets whose commits check for conflicts from the table version a checkpoint was
     # planned on keep that version with the checkpoint's pending state, so a checkpoint
     # restored after a crash is checked as it would have been (`PendingCheckpoint.check_from`).

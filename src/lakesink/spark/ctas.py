@@ -9,7 +9,9 @@ from collections.abc import Iterable, Mapping
 from .. import options as registry
 from .. import storage
 from ..errors import ConfigurationError, UnsupportedTableError
+from ..paimon import iceberg
 from ..paimon.catalog.ctas import stage_table
+from ..paimon.table import tables
 from ..protocol import CommitReport
 from ..protocol.staging import Terminated, run_staged
 from .catalog import resolve_for, session_catalog
@@ -95,7 +97,11 @@ def _run(df, path, partition_by, options, replace, if_not_exists, via):
             canceller.join(timeout=60)
             raise
 
-    return run_staged(staged, job)
+    report = run_staged(staged, job)
+    if not staged.skipped and storage.is_local(resolved.path):
+        # Published by a rename: Iceberg metadata written in staging names the staging paths.
+        iceberg.after_commit(tables.open_table(resolved.path))
+    return report
 
 
 def _write(df, path, partition_by, options, mode, via):

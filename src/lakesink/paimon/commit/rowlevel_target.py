@@ -49,6 +49,7 @@ class RowLevelTarget(PaimonTarget):
         table = self.table(refresh=True)
         files = list(committables)
         self._check_schema_ids(table, files)
+        target.check_derived(table)
         latest = table.snapshot_manager().get_latest_snapshot()
         identity.before_commit(self.file_io, self.path, commit_user, latest)
         intents.declare_placement(table, files)
@@ -83,6 +84,8 @@ class RowLevelTarget(PaimonTarget):
                               files_removed=len(self.removed),
                               rows_removed=sum(f.row_count for f in self.removed),
                               bytes_removed=sum(f.file_size for f in self.removed))
+        if snapshot is not None:
+            target.refresh_derived(table)
         report.duration_ms = (time.perf_counter() - started) * 1000
         for hook in self.after_commit:
             hook(table, report)

@@ -36,6 +36,22 @@ log = logging.getLogger(__name__)
 maintenance = None
 # Dynamic-bucket tables' hash index (`paimon.keyed.dynamic`, a layer above commits), put here the same way.
 dynamic_index = None
+# Iceberg metadata of tables with metadata.iceberg.storage (`paimon.iceberg`), put here the same way.
+iceberg = None
+
+
+def check_derived(table, branch: str | None = None) -> None:
+    """Before anything moves: refuse a table whose derived metadata (Iceberg) cannot follow it."""
+    if iceberg is not None and branch is None:
+        iceberg.check(table, history=False)  # the write's planning checked the older schemas
+
+
+def refresh_derived(table, branch: str | None = None) -> None:
+    """After a snapshot of main landed: its derived metadata (Iceberg) follows. Never raises: the
+    snapshot is committed, and the next commit or maintenance repairs what fails here."""
+    if iceberg is not None and branch is None:
+        iceberg.after_commit(table)
+
 
 class TableSpec:
     """How to create the table on first commit, when it does not exist yet."""
@@ -216,6 +232,18 @@ class PaimonTarget(CommitTarget[StagedFile]):
                             snapshot=snapshot_id)
         return latest.id, same_counts
 
+    def found_landed(self, commit_user: str, identifier: int) -> None:
+        """Its commit may have died between the snapshot and the derived metadata: refreshed now."""
+        if iceberg is None or self.branch is not None:
+            return
+        try:
+            table = self.table(refresh=True)
+        except Exception:  # derived state only: the next commit or maintenance refreshes it
+            log.exception("could not open %s to refresh its derived metadata", self.path)
+            return
+        if table is not None:
+            refresh_derived(table, self.branch)
+
     # -- commit ------------------------------------------------------------
     def commit(self, commit_user: str, identifier: int, committables: Sequence[StagedFile],
                overwrite: Overwrite | None = None,
@@ -230,6 +258,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
             table = self.table(refresh=True)
             crashpoints.reached("schema-written")
         self._check_schema_ids(table, files)
+        check_derived(table, self.branch)
         latest = table.snapshot_manager().get_latest_snapshot()
         fixed = table.total_buckets if table.total_buckets and table.total_buckets > 0 else None
         if fixed:
@@ -327,6 +356,8 @@ class PaimonTarget(CommitTarget[StagedFile]):
                               commit_kind=snapshot.commit_kind if snapshot else None,
                               attempts=attempts.count,
                               files_added=len(data), rows_added=rows, bytes_added=size)
+        if snapshot is not None:
+            refresh_derived(table, self.branch)
         report.duration_ms = (time.perf_counter() - started) * 1000
         for hook in self.after_commit:
             hook(table, report)

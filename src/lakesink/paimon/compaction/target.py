@@ -34,7 +34,7 @@ from . import outputs as compact_outputs
 from ..commit import identity
 from ..commit.file_store import new_file_store_commit
 from ..files.datafiles import StagedFile, place
-from ..commit.target import PaimonTarget
+from ..commit.target import PaimonTarget, refresh_derived
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +139,8 @@ class PaimonCompactionTarget(CompactionTarget[StagedFile]):
         snapshot = self.target.committed_snapshot(commit_user, identifier)
         identity.after_commit(table.file_io, self.target.path, commit_user, identifier,
                               snapshot.id if snapshot else None)
+        if snapshot is not None:
+            refresh_derived(table, self.target.branch)
         if compact_outputs.in_place_outputs(new):  # what failed attempts wrote in place goes
             swept = compact_outputs.after_commit(self.target, self.staging_dir(commit_user),
                                                  {f.meta.file_name for f in new})

@@ -10,6 +10,7 @@ import time
 
 from ... import storage
 from ...errors import CorruptStateError, InvalidOptionError, MaintenanceError
+from .. import iceberg
 from ..table import tables
 from . import catalog_sweep as catalog_staging
 from .expiry import expire_snapshots
@@ -28,7 +29,8 @@ def _failure_path(path: str) -> str:
 
 def maintain(table_or_path, now: dt.datetime | None = None, limit: int | None = -1,
              fs_options: dict | None = None) -> dict:
-    """One full maintenance run, synchronously: tags, partitions, snapshots, consumers."""
+    """One full maintenance run, synchronously: tags, partitions, snapshots, consumers, and the
+    Iceberg metadata of tables that keep it."""
     table = table_of(table_or_path, fs_options)
     out = {"tags_created": create_automatic_tags(table, now),
            "tags_expired": expire_tags_by_time(table, now),
@@ -39,6 +41,14 @@ def maintain(table_or_path, now: dt.datetime | None = None, limit: int | None = 
     expiry = expire_snapshots(table, now_ms=now_ms, limit=limit)
     out.update(snapshots_expired=expiry.snapshots_expired, files_deleted=expiry.files_deleted)
     expire_consumers(table, now)
+    if iceberg.enabled(table):
+        # Derived state: repaired here after a crash, old versions gone with expired snapshots. Its
+        # failure is reported, never recorded as a maintenance failure (that would stop commits).
+        try:
+            out["iceberg_snapshot"] = iceberg.refresh(tables.open_table(table.table_path, fs_options) or table)
+        except Exception as exc:
+            log.exception("Iceberg metadata of %s not refreshed", table.table_path)
+            out["iceberg_error"] = f"{type(exc).__name__}: {exc}"
     return out
 
 

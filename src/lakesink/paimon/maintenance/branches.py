@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pypaimon.snapshot.snapshot import Snapshot
 
+from .. import iceberg
 from ..commit import identity
 from ...errors import TableNotFoundError
 from ..table import branches as _mechanics
@@ -41,4 +42,5 @@ def fast_forward(path: str, name: str, fs_options: dict | None = None) -> Snapsh
     commit users' markers forget them, so a writer re-commits them instead of skipping a replay."""
     latest, earliest = _mechanics.fast_forward(_main(path, fs_options), name)
     identity.rewind(open_table(path, fs_options), earliest.id - 1)
+    iceberg.after_commit(open_table(path, fs_options))  # Iceberg readers see main's new state
     return latest

@@ -12,7 +12,8 @@ from .expiry import finish_pending_expiry
 from .metadata import Metadata, ProgressFn, list_tags, open_table
 
 
-_ROOT_DIRS = {"schema", "snapshot", "tag", "consumer", "branch", "index", "statistics"}
+# `metadata`: Iceberg metadata (metadata.iceberg.storage), which its own refresh keeps and prunes.
+_ROOT_DIRS = {"schema", "snapshot", "tag", "consumer", "branch", "index", "statistics", "metadata"}
 
 
 def remove_orphans(path: str, older_than: dt.timedelta = dt.timedelta(days=1), dry_run: bool = False,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pypaimon.snapshot.snapshot import Snapshot
 
 from ...errors import ConfigurationError, SnapshotNotFoundError, TagNotFoundError
+from .. import iceberg
 from ..commit import identity
 from ..table.branches import snapshots_of_branches
 from .expiry import finish_pending_expiry
@@ -148,4 +149,5 @@ def rollback_with_plan(path: str, target: int | str | None = None, fs_options: d
     plan = plan_rollback(table, target, timestamp_millis)
     table.rollback_to(plan.tag if plan.target_by == "tag" else plan.target.id)
     identity.rewind(table, plan.target.id)
+    iceberg.after_commit(open_table(path, fs_options))  # Iceberg readers go back with it
     return plan

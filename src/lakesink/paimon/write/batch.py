@@ -26,6 +26,7 @@ from ...protocol import Committer, CommitReport, Overwrite
 from ... import storage
 from ..table import branches, evolution, tables
 from ..commit import intents
+from .. import iceberg
 from ..files.datafiles import StagedFile, TableLayout, describe_parquet
 from ..table.publish import publication_kind
 from ..commit.target import PaimonTarget, TableSpec
@@ -223,6 +224,8 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
                      {**(table.table_schema.options if table else {}), **options.fs_options})
     if table is not None:
         tables.check_writable(table, path_name)
+        if not options.branch:
+            iceberg.check(table)
         check_options_match(table, options)
         layout = plan_layout(table, schema, options)
         target = PaimonTarget(path, fs_options=fs_options, branch=options.branch)
@@ -241,6 +244,7 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
     if unknown:
         raise ConfigurationError(f"partition column(s) {unknown} are not among the data's columns {schema.names}.")
     check_types(schema)
+    iceberg.check_new(schema, options.partition_keys, options.table_options)
     # Like Spark's own file tables, created columns are nullable: a later write of the
     # same query shape must not fail because one DataFrame happened to be non-null.
     table_schema = pa.schema([f.with_nullable(True) for f in schema])
@@ -272,10 +276,12 @@ def plan_layout(table, schema: pa.Schema, options: WriteOptions) -> TableLayout:
 check_types = evolution.check_types
 
 
-# Table options that decide the table's layout or how its rows merge, with Paimon's defaults: a
-# write naming one checks it against the table's value, set or not (never applied to one write).
+# Table options that decide the table's layout, how its rows merge or what its commits write beside
+# the snapshot (Iceberg metadata), with Paimon's defaults: a write naming one checks it against the
+# table's value, set or not (never applied to one write).
 _LAYOUT_DEFAULTS = {"bucket": "-1", "merge-engine": "deduplicate", "changelog-producer": "none",
-                    "file.format": "parquet", "sequence.field": None, "row-tracking.enabled": "false"}
+                    "file.format": "parquet", "sequence.field": None, "row-tracking.enabled": "false",
+                    "metadata.iceberg.storage": "disabled"}
 
 
 def check_options_match(table, options: WriteOptions) -> None:

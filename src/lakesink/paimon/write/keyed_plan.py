@@ -13,6 +13,7 @@ import pyarrow as pa
 from ... import storage
 from ...errors import ConfigurationError, UnsupportedTableError
 from ...options import WriteOptions
+from .. import iceberg
 from ..table import branches, tables
 from ..files.datafiles import TableLayout
 from ..keyed.layout import KeyedSpec, check_aggregate_types, check_keyed_table, is_keyed_table, sequences_and_buckets
@@ -48,6 +49,7 @@ def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions, pl
                 f"bucket={options.table_options.get('bucket', '-1')} to it."
             )
         check_keyed_table(table, options.primary_keys)
+        iceberg.check(table)  # fixed-bucket append tables with Iceberg metadata
         check_options_match(table, options)
         spec = KeyedSpec.of_table(table)
         rowkind = options.table_options.get("rowkind.field")
@@ -80,6 +82,7 @@ def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions, pl
         if unknown:
             raise ConfigurationError(f"partition column(s) {unknown} are not among the data's columns {schema.names}.")
         check_types(schema)
+        iceberg.check_new(schema, options.partition_keys, options.table_options)
         spec = KeyedSpec.resolve(options.primary_keys, options.partition_keys, options.table_options, schema.names)
         # Like Spark's file tables, columns are nullable, except the primary key (Paimon: NOT NULL);
         # null keys are refused row by row while Spark writes.

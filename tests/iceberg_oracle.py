@@ -1,0 +1,82 @@
+"""pyiceberg as the reader of lakesink's Iceberg metadata (`metadata.iceberg.storage`), run in a
+Python of its own (it needs a newer pyarrow than pypaimon allows); rows come back as Parquet,
+the rest as JSON.
+
+`LAKESINK_ICEBERG_PYTHON` names that Python (`./dev test` sets up `.venv-iceberg` and points it
+there); where it is missing the tests skip saying why (with CI=true: fail).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tests.requirements import unavailable
+
+PYTHON = os.environ.get("LAKESINK_ICEBERG_PYTHON",
+                        os.path.join(os.path.dirname(__file__), "..", ".venv-iceberg", "bin", "python"))
+
+_SCRIPT = r'''
+import json, sys
+import pyarrow.parquet as pq
+from pyiceberg.table import StaticTable
+
+metadata, out, properties, row_filter = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+table = StaticTable.from_metadata(metadata, properties)
+scan = table.scan(row_filter=row_filter) if row_filter else table.scan()
+files = len(list(scan.plan_files()))
+rows = scan.to_arrow()
+pq.write_table(rows, out)
+snapshot = table.current_snapshot()
+print(json.dumps({
+    "snapshot_id": snapshot.snapshot_id if snapshot else None,
+    "operation": snapshot.summary.operation.value if snapshot else None,
+    "summary": dict(snapshot.summary.additional_properties) if snapshot else {},
+    "schema": [[f.field_id, f.name, str(f.field_type)] for f in table.schema().fields],
+    "partition_spec": [[f.name, str(f.transform), f.source_id] for f in table.spec().fields],
+    "table_uuid": str(table.metadata.table_uuid),
+    "files": files,
+}))
+'''
+
+
+def available() -> bool:
+    if not os.path.exists(PYTHON):
+        return False
+    done = subprocess.run([PYTHON, "-c", "import pyiceberg"], capture_output=True)
+    return done.returncode == 0
+
+
+def require() -> None:
+    if not available():
+        unavailable(f"pyiceberg not installed: {PYTHON} is missing or lacks pyiceberg (./dev test installs it "
+                    "into .venv-iceberg; or set LAKESINK_ICEBERG_PYTHON to a Python with pyiceberg)")
+
+
+def latest_metadata(table: str) -> str:
+    """The metadata file `version-hint.text` names, as Hadoop-catalog readers find it."""
+    directory = os.path.join(table, "metadata")
+    with open(os.path.join(directory, "version-hint.text")) as hint:
+        version = int(hint.read().strip())
+    return os.path.join(directory, f"v{version}.metadata.json")
+
+
+def read(tmp_path, table: str, metadata: str | None = None, properties: dict | None = None,
+         row_filter: str = "") -> tuple[pa.Table, dict]:
+    """The table's rows as pyiceberg reads them from its latest Iceberg metadata (or `metadata`), and
+    what it says of the current snapshot (`files`: the data files its scan planned, pruned by
+    `row_filter`, pyiceberg's filter syntax). `properties`: pyiceberg's file IO properties (S3)."""
+    work = tmp_path / "iceberg-oracle"
+    work.mkdir(exist_ok=True)
+    script = work / "read.py"
+    script.write_text(_SCRIPT)
+    out = work / "rows.parquet"
+    done = subprocess.run([PYTHON, str(script), metadata or latest_metadata(table), str(out),
+                           json.dumps(properties or {}), row_filter], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return pq.read_table(out), json.loads(done.stdout.strip().splitlines()[-1])
