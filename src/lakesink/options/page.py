@@ -45,7 +45,8 @@ def render_markdown() -> str:
               "to a write into an existing table, or held by an existing table: never accepted and then "
               "ignored.", "", "| key | written | why refused otherwise |", "|---|---|---|"]
     for entry in UNHONOURED.values():
-        lines.append(f"| `{entry.key}` | {', '.join(f'`{v}`' for v in entry.honoured)} | {entry.reason} |")
+        written = ", ".join([f"`{v}`" for v in entry.honoured] + ([entry.honoured_doc] if entry.honoured_doc else []))
+        lines.append(f"| `{entry.key}` | {written} | {entry.reason} |")
     lines += ["", END]
     return "\n".join(lines)
 

@@ -108,6 +108,12 @@ def compact_bucket(task: KeyedCompactTask) -> list[StagedFile]:
         changelog = None
     else:
         merged, changelog = _merge_with_changelog(task, schema)
+    return write_run(task, schema, merged, changelog)
+
+
+def write_run(task: KeyedCompactTask, schema: pa.Schema, merged: pa.Table,
+              changelog: pa.Table | None = None) -> list[StagedFile]:
+    """Write merged rows (sorted by key) as one sorted run at the task's level, and its changelog."""
     file_io = storage.file_io(task.output_dir, task.fs_options)
     outputs: list[StagedFile] = []
     intent = task.in_place.intent(file_io, f"bucket{task.bucket}") if task.in_place is not None else None

@@ -254,7 +254,8 @@ check_types = evolution.check_types
 # Table options that decide the table's layout or how its rows merge, with Paimon's defaults: a
 # write naming one checks it against the table's value, set or not (never applied to one write).
 _LAYOUT_DEFAULTS = {"bucket": "-1", "merge-engine": "deduplicate", "changelog-producer": "none",
-                    "file.format": "parquet", "sequence.field": None, "row-tracking.enabled": "false"}
+                    "file.format": "parquet", "sequence.field": None, "row-tracking.enabled": "false",
+                    "deletion-vectors.enabled": "false"}
 
 
 def check_options_match(table, options: WriteOptions) -> None:

@@ -1,0 +1,199 @@
+"""Merge on write: a commit into a deletion-vector primary-key table, as Paimon's writers make it.
+
+Readers of a table with `deletion-vectors.enabled` skip level-0 files and merge nothing across
+files: they read every file at level >= 1 and drop the rows its deletion vector marks. So a
+commit may leave no level-0 file, and each key may be live in at most one row of its bucket.
+Before its snapshot, a commit therefore merges, per bucket it writes, its new level-0 files
+with the runs Paimon's universal compaction adds (`LsmOptions.pick`, level 0 always taken) into
+one sorted run at level >= 1, and looks the merged keys up in the bucket's other files: their
+older rows are marked deleted in those files' deletion vectors (Paimon's lookup). A rewritten
+file leaves with its deletion vector; rows its vector marked are not read.
+
+Deletion vectors are pypaimon's: the bitmaps (`pypaimon.deletionvectors`), read and written
+per bucket as one index file of kind DELETION_VECTORS (`pypaimon.write.table_delete`).
+The result is one snapshot's worth of changes (`MergedCommit`): the files it adds, the table
+files it removes, the index files it swaps. The commit (`paimon.commit.target`) publishes them
+as one snapshot, so no reader ever sees a level-0 file or a key twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ... import storage
+from ..files.datafiles import StagedFile, TableLayout, table_path_of
+from ..keyed.layout import KEY_PREFIX, KeyedSpec, kv_schema
+from ..keyed.lsm_policy import LsmOptions, age_order
+from ..keyed.merge_engines import FILE_RANK, merge
+from .lsm import KeyedCompactTask, write_run
+from .target import live_files
+
+_POSITION = "_lakesink_row_position"
+_DELETE = 1  # an index manifest entry's kind: DELETE
+
+
+@dataclass
+class MergedCommit:
+    """One commit's changes to a deletion-vector table, per (partition, bucket)."""
+
+    added: list[StagedFile] = field(default_factory=list)     # the merged runs (staged)
+    removed: list[StagedFile] = field(default_factory=list)   # table files the merge rewrote
+    index: dict = field(default_factory=dict)                 # (partition, bucket) -> (adds, deletes)
+    index_paths: list[str] = field(default_factory=list)      # index files written (for an abort)
+    staging: str | None = None                                # where the runs were written
+    fs_options: dict | None = None
+
+    def forget_staging(self) -> None:
+        """Remove the runs' staging directory (after the commit placed them, or gave up)."""
+        if self.staging:
+            storage.file_io(self.staging, self.fs_options).delete_directory_quietly(self.staging)
+
+
+def enabled(table) -> bool:
+    return table.is_primary_key_table and bool(table.options.deletion_vectors_enabled())
+
+
+def merge_commit(table, files: Sequence[StagedFile], output_dir: str,
+                 fs_options: dict | None = None) -> MergedCommit:
+    """The changes that put `files` (new level-0 files and changelog files) into the table's latest
+    snapshot as a deletion-vector table holds them. Changelog files are passed through."""
+    layout, spec, lsm = TableLayout.of(table), KeyedSpec.of_table(table), LsmOptions.of_table(table)
+    result = MergedCommit(added=[f for f in files if f.changelog], staging=output_dir, fs_options=fs_options)
+    new_by_bucket: dict[tuple, list[StagedFile]] = {}
+    for f in files:
+        if not f.changelog:
+            new_by_bucket.setdefault((tuple(f.partition), f.bucket), []).append(f)
+    if not new_by_bucket:
+        return result
+    latest = table.snapshot_manager().get_latest_snapshot()
+    live: dict[tuple, list[StagedFile]] = {}
+    if latest is not None:
+        for f in live_files(table):
+            key = (tuple(f.partition), f.bucket)
+            if key in new_by_bucket:
+                live.setdefault(key, []).append(f)
+    vectors = _Vectors(table, latest)
+    for key, new in new_by_bucket.items():
+        old = live.get(key, [])
+        entries, deleted = vectors.of_bucket(*key)
+        bucket = old + new
+        unit = lsm.pick(bucket)
+        picked = {f.meta.file_name for f in unit.files} if unit is not None else set()
+        assert unit is not None and all(f.meta.file_name in picked for f in bucket if f.meta.level == 0)
+        lookup = age_order([f for f in bucket if f.meta.file_name not in picked])
+        path_of = (lambda f: f.staged_path or table_path_of(table, f))
+        first = unit.files[0]
+        # Retractions always leave: every older version of their keys is marked deleted below.
+        task = KeyedCompactTask(tuple(path_of(f) for f in unit.files), sum(f.file_size for f in unit.files),
+                                sum(f.row_count for f in unit.files), tuple(first.partition), first.bucket,
+                                output_dir, layout, spec, lsm, fs_options, unit.output_level, True)
+        outputs, marks = _merge_bucket(task, age_order(unit.files), lookup, path_of, deleted)
+        result.added.extend(outputs)
+        old_names = {f.meta.file_name for f in old}
+        result.removed.extend(f for f in unit.files if f.meta.file_name in old_names)
+        # Deletion vectors of the bucket after the commit: rewritten files drop theirs.
+        after = {name: dv for name, dv in deleted.items() if name not in picked}
+        for name, positions in marks.items():
+            if positions:
+                dv = after.get(name)
+                if dv is None:
+                    from pypaimon.deletionvectors import BitmapDeletionVector
+                    dv = after[name] = BitmapDeletionVector()
+                for position in positions:
+                    dv.delete(int(position))
+        if after == deleted and not marks:
+            continue  # no deletion vector changed
+        adds = []
+        if after:
+            adds = [vectors.write(key[0], key[1], after)]
+            result.index_paths.append(vectors.path_of(adds[0]))
+        result.index[key] = (adds, [_as_delete(e) for e in entries])
+    return result
+
+
+def _merge_bucket(task: KeyedCompactTask, inputs: list[StagedFile], lookup: list[StagedFile], path_of,
+                  deleted: dict) -> tuple[list[StagedFile], dict[str, list[int]]]:
+    """Merge the picked runs into one sorted run (their deleted rows left out) and find the rows
+    of the other files that the merged keys supersede: {file name: row positions}."""
+    schema = kv_schema(task.layout, task.spec)
+    file_io = storage.file_io(task.output_dir, task.fs_options)
+    data = _read(file_io, [path_of(f) for f in inputs], [deleted.get(f.meta.file_name) for f in inputs],
+                 schema, first_rank=0)
+    keys = [KEY_PREFIX + k for k in task.spec.trimmed_keys]
+    changed = data.select(keys).group_by(keys).aggregate([])
+    marks: dict[str, list[int]] = {}
+    parts = [data]
+    for rank, f in enumerate(lookup, start=-len(lookup)):  # older than every picked run
+        rows = _read(file_io, [path_of(f)], [deleted.get(f.meta.file_name)], schema, first_rank=rank,
+                     positions=True)
+        rows = rows.join(changed, keys, join_type="left semi")
+        if rows.num_rows:
+            marks[f.meta.file_name] = rows.column(_POSITION).to_pylist()
+            parts.append(rows.drop_columns([_POSITION]).select(data.column_names).cast(data.schema))
+    merged = merge(pa.concat_tables(parts), task.spec, task.lsm, drop_deletes=True).combine_chunks()
+    merged = merged.select(schema.names).cast(schema)
+    return write_run(task, schema, merged), marks
+
+
+def _read(file_io, paths: Sequence[str], vectors: Sequence, schema: pa.Schema, first_rank: int,
+          positions: bool = False) -> pa.Table:
+    """The live rows of `paths` (rows their deletion vectors mark left out) as `schema`, with
+    each file's age rank (and each row's position in its file, given `positions`)."""
+    parts = []
+    for i, (path, dv) in enumerate(zip(paths, vectors)):
+        with file_io.new_input_stream(path) as source:
+            part = pq.ParquetFile(source).read(columns=schema.names).select(schema.names)
+        if not part.schema.equals(schema, check_metadata=False):
+            part = part.cast(schema)
+        part = part.append_column(FILE_RANK, pa.array([first_rank + i] * part.num_rows, pa.int32()))
+        if positions:
+            part = part.append_column(_POSITION, pa.array(range(part.num_rows), pa.int64()))
+        if dv is not None and not dv.is_empty():
+            gone = pa.array(sorted(dv.bit_map()), pa.int64())
+            part = part.filter(pc.invert(pc.is_in(pa.array(range(part.num_rows), pa.int64()), gone)))
+        parts.append(part)
+    return pa.concat_tables(parts)
+
+
+class _Vectors:
+    """A snapshot's deletion vectors per bucket, read and written with pypaimon's DV index code."""
+
+    def __init__(self, table, snapshot):
+        from pypaimon.write.table_delete import TableDeleteByRowId
+
+        self.table, self.snapshot = table, snapshot
+        self._io = TableDeleteByRowId(table)  # its index-file reader and writer; it deletes nothing here
+
+    def _row(self, partition: tuple):
+        from pypaimon.table.row.generic_row import GenericRow
+        return GenericRow(list(partition), self.table.partition_keys_fields)
+
+    def of_bucket(self, partition: tuple, bucket: int) -> tuple[list, dict]:
+        """(the bucket's DELETION_VECTORS index entries, {data file name: deletion vector})."""
+        if self.snapshot is None:
+            return [], {}
+        return self._io._read_existing_deletion_vectors(self._row(partition), bucket, self.snapshot.id)
+
+    def write(self, partition: tuple, bucket: int, vectors: dict):
+        return self._io._write_deletion_vector_index(self._row(partition), bucket, vectors)
+
+    def path_of(self, entry) -> str:
+        return self._io._index_file_path(entry.index_file, entry.partition, entry.bucket)
+
+
+def _as_delete(entry):
+    from pypaimon.manifest.index_manifest_entry import IndexManifestEntry
+    return IndexManifestEntry(kind=_DELETE, partition=entry.partition, bucket=entry.bucket,
+                              index_file=entry.index_file)
+
+
+def staging_dir(table_path: str) -> str:
+    """Where one commit's merged runs wait to be placed (removed after the commit)."""
+    from ..table import tables
+    return f"{storage.normalize(table_path)}/{tables.LAKESINK_DIR}/staging/merge-{uuid.uuid4().hex}"

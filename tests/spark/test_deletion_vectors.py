@@ -1,0 +1,116 @@
+"""Primary-key tables with `deletion-vectors.enabled`: every commit leaves no level-0 file and
+each key live in one row of its bucket (merged on write, older rows marked in deletion vectors),
+read back key for key by pypaimon as released (its own process) and by lakesink.read."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import lakesink
+from lakesink.errors import UnsupportedOptionError, UnsupportedTableError
+from tests.helpers import leftover_files, write
+from tests.spark.test_bad_input import Unchanged
+from tests.unpatched import read_unpatched
+
+pytestmark = pytest.mark.spark
+
+DV = {"deletion-vectors.enabled": "true"}
+
+
+def live_files(path: str):
+    """(level, file name) of every data file of the latest snapshot, and its DV index entries."""
+    from pypaimon.manifest.index_manifest_file import IndexManifestFile
+    from pypaimon.manifest.schema.file_entry import FileEntry
+    from pypaimon.table.file_store_table import FileStoreTable
+    from lakesink.paimon.commit.live_files import live_entries
+
+    table = FileStoreTable.from_path(path)
+    files = [(e.file.level, e.file.file_name) for e in FileEntry.merge_entries(live_entries(table)) if e.kind == 0]
+    snapshot = table.snapshot_manager().get_latest_snapshot()
+    index = [e for e in IndexManifestFile(table).read(snapshot.index_manifest)] if snapshot.index_manifest else []
+    return files, [e for e in index if e.index_file.index_type == "DELETION_VECTORS"]
+
+
+def check(spark, path: str, expected: dict) -> None:
+    """Key for key, by pypaimon as released and by lakesink.read; no level-0 file."""
+    rows = read_unpatched(path)
+    got = dict(zip(rows.column("id").to_pylist(), rows.column("v").to_pylist()))
+    assert rows.num_rows == len(got), "a key is live in two rows"
+    assert got == expected
+    ours = {r["id"]: r["v"] for r in lakesink.read(spark, path).collect()}
+    assert ours == expected
+    files, _ = live_files(path)
+    assert files and all(level > 0 for level, _ in files), files
+
+
+def test_upserts_and_deletes_on_both_paths_stay_merged(spark, table_path):
+    df = spark.createDataFrame([(i, f"a{i}", "+I") for i in range(200)], "id long, v string, op string")
+    lakesink.write(df, table_path, primary_key=["id"],
+                   options={"bucket": "2", "rowkind.field": "op", **DV})
+    expected = {i: f"a{i}" for i in range(200)}
+    check(spark, table_path, expected)
+    rounds = [("fast", [(5, "b5", "+I"), (6, "b6", "+U"), (7, None, "-D"), (300, "n300", "+I")]),
+              ("native", [(6, "c6", "+I"), (8, None, "-D"), (300, None, "-D"), (301, "n301", "+I")]),
+              ("fast", [(7, "d7", "+I"), (9, "d9", "+I"), (9, None, "-D"), (10, None, "-D"), (10, "d10", "+I")]),
+              ("native", [(i, f"e{i}", "+I") for i in range(0, 200, 3)] + [(4, None, "-D")])]
+    dv_seen = False
+    for path_kind, changes in rounds:
+        write(spark.createDataFrame(changes, "id long, v string, op string").coalesce(1), table_path, path_kind)
+        for key, value, op in changes:  # one task, in order: the last change of a key wins
+            if op == "-D":
+                expected.pop(key, None)
+            else:
+                expected[key] = value
+        check(spark, table_path, expected)
+        dv_seen = dv_seen or bool(live_files(table_path)[1])
+    assert dv_seen, "no deletion vector was ever written: the test only saw full rewrites"
+    assert not leftover_files(table_path)
+
+
+def test_a_dv_file_rewritten_by_a_later_merge_loses_its_vector(spark, table_path):
+    """A run whose rows were marked deleted, taken into a later merge: the marked rows are not
+    read again, and its deletion vector leaves the index with it."""
+    df = spark.createDataFrame([(i, f"a{i}", "+I") for i in range(100)], "id long, v string, op string")
+    lakesink.write(df, table_path, primary_key=["id"], options={"bucket": "1", "rowkind.field": "op", **DV})
+    lakesink.write(spark.createDataFrame([(1, None, "-D"), (2, "b2", "+I")], "id long, v string, op string"),
+                   table_path)
+    files, vectors = live_files(table_path)
+    assert vectors and len(files) == 2
+    marked = set(next(iter(vectors)).index_file.dv_ranges)
+    # A bigger write: the size ratio takes every run, the marked file included (a full merge).
+    big = spark.createDataFrame([(i, f"c{i}", "+I") for i in range(100, 400)], "id long, v string, op string")
+    lakesink.write(big, table_path)
+    files, vectors = live_files(table_path)
+    assert not marked & {name for _, name in files}
+    assert not any(set(v.index_file.dv_ranges) & marked for v in vectors)
+    expected = {i: f"a{i}" for i in range(100)}
+    expected.pop(1)
+    expected[2] = "b2"
+    expected.update({i: f"c{i}" for i in range(100, 400)})
+    check(spark, table_path, expected)
+
+
+@pytest.mark.parametrize("options, named", [
+    ({}, "append table"),
+    ({"primary-key": "id"}, "bucket=-1"),
+    ({"primary-key": "id", "bucket": "-2"}, "bucket=-2"),
+    ({"primary-key": "id", "bucket": "2", "changelog-producer": "lookup"}, "changelog-producer=lookup"),
+])
+def test_deletion_vectors_lakesink_cannot_merge_are_refused_by_name(spark, table_path, options, named):
+    df = spark.createDataFrame([(1, "a")], "id long, v string")
+    with pytest.raises(UnsupportedOptionError, match=named):
+        lakesink.write(df, table_path, options={**options, **DV})
+    assert not os.path.exists(os.path.join(table_path, "schema"))
+
+
+def test_overwrite_and_compact_of_a_dv_table_are_refused(spark, table_path):
+    df = spark.createDataFrame([(1, "a")], "id long, v string")
+    lakesink.write(df, table_path, primary_key=["id"], options={"bucket": "1", **DV})
+    before = Unchanged(table_path)
+    with pytest.raises(UnsupportedTableError, match="deletion-vectors.enabled"):
+        lakesink.compact(spark, table_path)
+    with pytest.raises(Exception, match="does not overwrite such a table"):
+        lakesink.write(df, table_path, mode="overwrite")
+    before.check()
