@@ -56,7 +56,7 @@ def check_honoured(table_options: Mapping[str, object], table: str | None = None
                 continue
             reason = f"{reason} {problem}"
         if table is not None:
-            raise UnsupportedTableError(f"{table} has {key}={value}, which lakesink cannot write. "
+            raise UnsupportedTableError(f"{table} has {key}={value}, which lakesink cannot write yet. "
                                         f"{reason} Nothing was written.", table=table, option=str(key))
         raise UnsupportedOptionError(key, f"{key}={value}: {reason} Nothing was written.")
 

@@ -153,5 +153,7 @@ def full_compaction_due(table, every: int) -> bool:
 
 def compacts_after_commit(table_options: dict, primary_keys) -> bool:
     """Whether writes of a primary-key table compact its buckets after each commit
-    (Paimon's writers do, unless `write-only`)."""
-    return bool(primary_keys) and not registry.table_value(table_options, "write-only")
+    (Paimon's writers do, unless `write-only`). Deletion-vector tables compact inside each commit
+    (`merge_on_write`), never after it."""
+    dv = str(table_options.get("deletion-vectors.enabled", "false")).strip().lower() == "true"
+    return bool(primary_keys) and not dv and not registry.table_value(table_options, "write-only")
