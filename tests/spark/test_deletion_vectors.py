@@ -10,7 +10,7 @@ import pytest
 
 import lakesink
 from lakesink.errors import UnsupportedOptionError, UnsupportedTableError
-from tests.helpers import leftover_files, write
+from tests.helpers import leftover_files, read_table, write
 from tests.spark.test_bad_input import Unchanged
 from tests.unpatched import read_unpatched
 
@@ -33,14 +33,16 @@ def live_files(path: str):
     return files, [e for e in index if e.index_file.index_type == "DELETION_VECTORS"]
 
 
-def check(spark, path: str, expected: dict) -> None:
-    """Key for key, by pypaimon as released and by lakesink.read; no level-0 file."""
-    rows = read_unpatched(path)
+def check(spark, path: str, expected: dict, every_reader: bool = True) -> None:
+    """Key for key, by pypaimon (as released in its own process, with `every_reader`) and by
+    lakesink.read; no level-0 file."""
+    rows = read_unpatched(path) if every_reader else read_table(path)
     got = dict(zip(rows.column("id").to_pylist(), rows.column("v").to_pylist()))
     assert rows.num_rows == len(got), "a key is live in two rows"
     assert got == expected
-    ours = {r["id"]: r["v"] for r in lakesink.read(spark, path).collect()}
-    assert ours == expected
+    if every_reader:
+        ours = lakesink.read(spark, path).collect()
+        assert {r["id"]: r["v"] for r in ours} == expected and len(ours) == len(expected)
     files, _ = live_files(path)
     assert files and all(level > 0 for level, _ in files), files
 
@@ -50,20 +52,20 @@ def test_upserts_and_deletes_on_both_paths_stay_merged(spark, table_path):
     lakesink.write(df, table_path, primary_key=["id"],
                    options={"bucket": "2", "rowkind.field": "op", **DV})
     expected = {i: f"a{i}" for i in range(200)}
-    check(spark, table_path, expected)
+    check(spark, table_path, expected, every_reader=False)
     rounds = [("fast", [(5, "b5", "+I"), (6, "b6", "+U"), (7, None, "-D"), (300, "n300", "+I")]),
               ("native", [(6, "c6", "+I"), (8, None, "-D"), (300, None, "-D"), (301, "n301", "+I")]),
               ("fast", [(7, "d7", "+I"), (9, "d9", "+I"), (9, None, "-D"), (10, None, "-D"), (10, "d10", "+I")]),
               ("native", [(i, f"e{i}", "+I") for i in range(0, 200, 3)] + [(4, None, "-D")])]
     dv_seen = False
-    for path_kind, changes in rounds:
+    for i, (path_kind, changes) in enumerate(rounds):
         write(spark.createDataFrame(changes, "id long, v string, op string").coalesce(1), table_path, path_kind)
         for key, value, op in changes:  # one task, in order: the last change of a key wins
             if op == "-D":
                 expected.pop(key, None)
             else:
                 expected[key] = value
-        check(spark, table_path, expected)
+        check(spark, table_path, expected, every_reader=i == len(rounds) - 1)
         dv_seen = dv_seen or bool(live_files(table_path)[1])
     assert dv_seen, "no deletion vector was ever written: the test only saw full rewrites"
     assert not leftover_files(table_path)
@@ -114,3 +116,46 @@ def test_overwrite_and_compact_of_a_dv_table_are_refused(spark, table_path):
     with pytest.raises(Exception, match="does not overwrite such a table"):
         lakesink.write(df, table_path, mode="overwrite")
     before.check()
+
+
+@pytest.mark.parametrize("sink, commit_mode", [("lakesink", "sync"), ("lakesink", "pipelined"), ("format", "sync"),
+                                               ("format", "pipelined")])
+def test_a_change_stream_into_a_dv_table_reads_key_for_key(spark, tmp_path, sink, commit_mode):
+    """A change stream (one file, one input partition a micro-batch: its rows' order is the
+    order of changes) into a deletion-vector table: key for key what the changes say, no
+    level-0 file left."""
+    from tests.spark.test_keyed_stream_write import SCHEMA, _cdc, _source
+    from tests.spark.test_streaming import source_stream
+
+    batches = [[(k, "x", "+I") for k in range(40)]] + _cdc(3, keys=30)
+    source = tmp_path / "src"
+    _source(source, batches)
+    expected, n = {}, 0
+    for batch in batches:
+        for key, name, op in batch:
+            if op == "-D":
+                expected.pop(key, None)
+            else:
+                expected[key] = (name, n)
+            n += 1
+    path, chk = str(tmp_path / "wh" / "db.db" / "dv"), str(tmp_path / "chk")
+    df = source_stream(spark, source, SCHEMA)
+    options = {"primary-key": "id", "bucket": "2", "rowkind.field": "op", **DV}
+    if sink == "lakesink":
+        query = lakesink.stream(df, path, checkpoint=chk, trigger="availableNow",
+                                options={**options, "commit.mode": commit_mode})
+    else:  # format("paimon") streams into an existing table
+        lakesink.write(spark.createDataFrame([], "id long, name string, n long, op string"), path,
+                       primary_key=["id"], options={"bucket": "2", **DV})
+        writer = df.writeStream.format("paimon").option("checkpointLocation", chk).option("rowkind.field", "op")
+        query = writer.option("commit.mode", commit_mode).trigger(availableNow=True).start(path)
+    query.awaitTermination()
+    assert query.exception() is None
+    lakesink.await_commits(chk)
+    rows = read_unpatched(path)
+    got = {r["id"]: (r["name"], r["n"]) for r in rows.to_pylist()}
+    assert len(got) == rows.num_rows, "a key was returned twice"
+    assert got == expected
+    files, _ = live_files(path)
+    assert files and all(level > 0 for level, _ in files)
+    assert not leftover_files(path)

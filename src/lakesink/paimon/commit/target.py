@@ -171,6 +171,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
         below this commit's sequence numbers, and the other writer holds none of them)."""
         if latest is None or latest.id <= check_from:
             return check_from, True
+        merged_on_write = merge_on_write is not None and merge_on_write.enabled(table)
         owners = {(tuple(f.partition), f.bucket) for f in files}
         partitions = {p for p, _ in owners}
         # Primary-key tables: another writer's APPEND files in our buckets whose keys do not meet
@@ -191,9 +192,9 @@ class PaimonTarget(CommitTarget[StagedFile]):
                     table=self.path, commit_user=commit_user, identifier=identifier, snapshot=snapshot_id)
             if snapshot.commit_kind == "COMPACT":
                 continue  # keeps sequence numbers; the commit's own check skips them too (paimon.commit.file_store)
-            if (snapshot.commit_user == commit_user and snapshot.commit_kind == "APPEND"
-                    and snapshot.commit_identifier < identifier):
-                continue  # an earlier batch of this checkpoint
+            if (snapshot.commit_user == commit_user and snapshot.commit_identifier < identifier
+                    and (snapshot.commit_kind == "APPEND" or (merged_on_write and snapshot.commit_kind == "OVERWRITE"))):
+                continue  # an earlier batch of this checkpoint (merged on write: an OVERWRITE, as Paimon's)
             if manifests is None:
                 from pypaimon.manifest.manifest_file_manager import ManifestFileManager
                 from pypaimon.manifest.manifest_list_manager import ManifestListManager
