@@ -159,3 +159,19 @@ def test_a_change_stream_into_a_dv_table_reads_key_for_key(spark, tmp_path, sink
     files, _ = live_files(path)
     assert files and all(level > 0 for level, _ in files)
     assert not leftover_files(path)
+
+
+def test_row_level_statements_on_a_dv_table(spark, table_path):
+    """DELETE, UPDATE and MERGE read a deletion-vector table through pypaimon (deletions honoured)
+    and write their changes merged on write."""
+    df = spark.createDataFrame([(i, f"a{i}") for i in range(50)], "id long, v string")
+    lakesink.write(df, table_path, primary_key=["id"], options={"bucket": "2", **DV})
+    lakesink.delete(spark, table_path, "id < 5")
+    lakesink.update(spark, table_path, {"v": "'u'"}, "id >= 45")
+    source = spark.createDataFrame([(10, "m10"), (11, None), (100, "n100")], "id long, v string")
+    (lakesink.merge(spark, table_path, source, "t.id = s.id", target_alias="t")
+     .when_matched_delete(condition="s.v is null").when_matched_update({"v": "s.v"}).when_not_matched_insert_all().execute())
+    expected = {i: ("u" if i >= 45 else f"a{i}") for i in range(5, 50)}
+    expected.update({10: "m10", 100: "n100"})
+    expected.pop(11)
+    check(spark, table_path, expected)
