@@ -175,3 +175,21 @@ def test_row_level_statements_on_a_dv_table(spark, table_path):
     expected.update({10: "m10", 100: "n100"})
     expected.pop(11)
     check(spark, table_path, expected)
+
+
+def test_expiry_deletes_the_deletion_vector_files_only_expired_snapshots_list(spark, table_path):
+    from lakesink.paimon import maintenance
+
+    df = spark.createDataFrame([(i, f"a{i}") for i in range(60)], "id long, v string")
+    lakesink.write(df, table_path, primary_key=["id"], options={"bucket": "1", **DV, "maintenance.enabled": "false",
+                                                                 "snapshot.num-retained.min": "1",
+                                                                 "snapshot.num-retained.max": "1"})
+    for i in range(3):
+        lakesink.write(spark.createDataFrame([(i, "b")], "id long, v string"), table_path,
+                       options={"maintenance.enabled": "false"})
+    on_disk = lambda: set(os.listdir(os.path.join(table_path, "index")))  # noqa: E731
+    assert len(on_disk()) == 3  # one deletion-vector file a commit, each replacing the last
+    maintenance.expire_snapshots(table_path, limit=None)
+    _, vectors = live_files(table_path)
+    assert on_disk() == {v.index_file.file_name for v in vectors} and len(vectors) == 1
+    check(spark, table_path, {**{i: f"a{i}" for i in range(60)}, 0: "b", 1: "b", 2: "b"}, every_reader=False)
