@@ -193,3 +193,26 @@ def test_expiry_deletes_the_deletion_vector_files_only_expired_snapshots_list(sp
     _, vectors = live_files(table_path)
     assert on_disk() == {v.index_file.file_name for v in vectors} and len(vectors) == 1
     check(spark, table_path, {**{i: f"a{i}" for i in range(60)}, 0: "b", 1: "b", 2: "b"}, every_reader=False)
+
+
+@pytest.mark.parametrize("engine, options, expected", [
+    ("partial-update", {}, {1: ("a1", "y2", 10), 2: ("a2", None, 2), 3: (None, "y3", 3)}),
+    ("aggregation", {"fields.n.aggregate-function": "sum", "fields.x.aggregate-function": "last_non_null_value",
+                     "fields.y.aggregate-function": "last_non_null_value"},
+     {1: ("a1", "y2", 11), 2: ("a2", None, 2), 3: (None, "y3", 3)}),
+    ("first-row", {}, {1: ("a1", None, 1), 2: ("a2", None, 2), 3: (None, "y3", 3)}),
+])
+def test_merge_engines_merge_a_key_with_its_row_in_older_files(spark, table_path, engine, options, expected):
+    """A DV table's readers merge nothing: the merged value of a key whose older version lies in
+    another file is written at commit (looked up there), the older row marked deleted."""
+    schema = "id long, x string, y string, n long"
+    first = spark.createDataFrame([(i, f"a{i}", None, i) for i in range(1, 3)] + [(i, "z", "z", i) for i in range(4, 60)],
+                                  schema)
+    lakesink.write(first, table_path, primary_key=["id"],
+                   options={"bucket": "1", "merge-engine": engine, **options, **DV})
+    lakesink.write(spark.createDataFrame([(1, None, "y2", 10), (3, None, "y3", 3)], schema), table_path)
+    rows = read_unpatched(table_path)
+    got = {r["id"]: (r["x"], r["y"], r["n"]) for r in rows.to_pylist() if r["id"] < 4}
+    assert rows.num_rows == len({r["id"] for r in rows.to_pylist()})
+    assert got == expected
+    assert live_files(table_path)[1], "the older version was rewritten, not marked deleted"

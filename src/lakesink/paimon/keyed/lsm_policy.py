@@ -89,6 +89,8 @@ class LsmOptions:
         `deletion-vectors.enabled` at its commit (readers of such a table skip level 0).
         """
         level0 = sum(1 for f in files if f.meta.level == 0)
+        if self.deletion_vectors:  # level 0 leaves merged, older versions marked deleted: never read merged
+            return self._universal(_runs(files)) if not level0 else self._force_level0(files, level0)
         if self.merge_engine == "first-row" and level0:
             return self.full(files)
         if self.merge_engine == "aggregation" and level0 and (
@@ -98,10 +100,18 @@ class LsmOptions:
             return self.full(files)
         runs = _runs(files)
         unit = self._universal(runs)
-        if (self.producer == "lookup" or self.deletion_vectors) and level0 and (
-                unit is None or sum(1 for f in unit.files if f.meta.level == 0) < level0):
+        if self.producer == "lookup" and level0:
             # Paimon's ForceUpLevel0Compaction: with a lookup changelog every level-0 run leaves
             # level 0 in the round after its commit, merged with the runs the size ratio adds.
+            return self._force_level0(files, level0, unit)
+        return unit
+
+    def _force_level0(self, files, level0: int, unit: CompactUnit | None = None) -> CompactUnit:
+        """The universal pick, or, where it leaves a level-0 run, every level-0 run and the runs
+        the size ratio adds (Paimon's ForceUpLevel0Compaction)."""
+        runs = _runs(files)
+        unit = unit if unit is not None else self._universal(runs)
+        if unit is None or sum(1 for f in unit.files if f.meta.level == 0) < level0:
             unit = self._by_ratio(runs, level0, force=True)
         return unit
 
