@@ -216,3 +216,17 @@ def test_merge_engines_merge_a_key_with_its_row_in_older_files(spark, table_path
     assert rows.num_rows == len({r["id"] for r in rows.to_pylist()})
     assert got == expected
     assert live_files(table_path)[1], "the older version was rewritten, not marked deleted"
+
+
+@pytest.mark.parametrize("path_kind", ["fast", "native"])
+def test_level0_files_written_in_place_leave_with_the_commit(spark, table_path, path_kind):
+    """`write.in-place`: the write's level-0 files sit at their table paths before the commit; the
+    merged runs replace them in the snapshot, and the job's end deletes them (named in its intents)."""
+    df = spark.createDataFrame([(i, f"a{i}") for i in range(40)], "id long, v string")
+    lakesink.write(df, table_path, primary_key=["id"], options={"bucket": "2", **DV})
+    for i in range(2):
+        write(spark.createDataFrame([(i, "b"), (100 + i, "n")], "id long, v string").repartition(2), table_path,
+              path_kind, **{"write.in-place": "true"})
+    check(spark, table_path, {**{i: f"a{i}" for i in range(40)}, 0: "b", 1: "b", 100: "n", 101: "n"},
+          every_reader=False)
+    assert not leftover_files(table_path)

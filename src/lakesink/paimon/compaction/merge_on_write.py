@@ -129,7 +129,10 @@ def _merge_bucket(task: KeyedCompactTask, inputs: list[StagedFile], lookup: list
     changed = data.select(keys).group_by(keys).aggregate([])
     marks: dict[str, list[int]] = {}
     parts = [data]
+    span = _key_span(changed, keys)
     for rank, f in enumerate(lookup, start=-len(lookup)):  # older than every picked run
+        if span is None or not _may_hold(f, span):
+            continue  # no merged key within the file's key range: nothing to read there
         rows = _read(file_io, [path_of(f)], [deleted.get(f.meta.file_name)], schema, first_rank=rank,
                      positions=True)
         rows = rows.join(changed, keys, join_type="left semi")
@@ -139,6 +142,24 @@ def _merge_bucket(task: KeyedCompactTask, inputs: list[StagedFile], lookup: list
     merged = merge(pa.concat_tables(parts), task.spec, task.lsm, drop_deletes=True).combine_chunks()
     merged = merged.select(schema.names).cast(schema)
     return write_run(task, schema, merged), marks
+
+
+def _key_span(changed: pa.Table, keys: list[str]) -> tuple | None:
+    """(first, last) of the merged keys, as tuples (None: no key)."""
+    if not changed.num_rows:
+        return None
+    ordered = changed.sort_by([(k, "ascending") for k in keys])
+    return (tuple(ordered.column(k)[0].as_py() for k in keys),
+            tuple(ordered.column(k)[ordered.num_rows - 1].as_py() for k in keys))
+
+
+def _may_hold(f: StagedFile, span: tuple) -> bool:
+    """Whether the file's key range (Paimon's min_key / max_key) meets `span`; True when unsure."""
+    try:
+        low, high = tuple(f.meta.min_key.values), tuple(f.meta.max_key.values)
+        return not (high < span[0] or low > span[1])
+    except (AttributeError, TypeError):  # no key range, or values Python does not order
+        return True
 
 
 def _read(file_io, paths: Sequence[str], vectors: Sequence, schema: pa.Schema, first_rank: int,
