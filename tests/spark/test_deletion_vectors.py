@@ -230,3 +230,22 @@ def test_level0_files_written_in_place_leave_with_the_commit(spark, table_path, 
     check(spark, table_path, {**{i: f"a{i}" for i in range(40)}, 0: "b", 1: "b", 100: "n", 101: "n"},
           every_reader=False)
     assert not leftover_files(table_path)
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("mode", ["fast", pytest.param("native", marks=pytest.mark.full)])
+def test_a_summing_dv_table_killed_mid_commit_counts_every_batch_once(tmp_path, mode):
+    """A summing (aggregation) DV table shows a batch merged twice or lost in its sums: killed
+    where the merged runs are placed but not committed, and after the snapshot, then restarted:
+    every batch once, no level-0 file, no data file outside the snapshots."""
+    from tests.crash.harness import SUM_OPTIONS, Case, kill_at_each_summing, make_sum_source
+
+    case = Case(tmp_path, mode, "sync", cdc=True, options={**SUM_OPTIONS, **DV, "bucket": "2"},
+                extra_column="score")
+    points = ["files-placed@2", "after-snapshot@3"]
+    prefixes = make_sum_source(case.source, files=len(points) + 3)
+    tally = kill_at_each_summing(case, points, prefixes)
+    assert tally.kills == len(points)
+    assert tally.exactly_once and not tally.problems, tally.problems
+    files, vectors = live_files(case.table)
+    assert files and all(level > 0 for level, _ in files) and vectors

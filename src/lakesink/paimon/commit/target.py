@@ -285,11 +285,17 @@ class PaimonTarget(CommitTarget[StagedFile]):
                     "yet (its deletion vectors would outlive the replaced files). Write the changes as upserts "
                     "and deletes, or overwrite it with Apache Paimon's Java writers. Nothing was committed.",
                     table=self.path)
-            # Level 0 leaves before the snapshot: the files committed are the merged runs.
+            # Level 0 leaves before the snapshot: the files committed are the merged runs. What a
+            # killed earlier attempt of this user placed and never published goes first.
+            record = merge_on_write.record_path(self.identity_root, commit_user)
+            merge_on_write.settle_previous(record, self.fs_options,
+                                           lambda i: self.committed_snapshot(commit_user, i) is not None)
             merged = merge_on_write.merge_commit(table, files, merge_on_write.staging_dir(self.path),
-                                                 self.fs_options)
+                                                 self.fs_options, record)
         committed = merged.added if merged is not None else files
         identity.before_commit(self.file_io, self.identity_root, commit_user, latest)
+        if merged is not None:
+            merged.placing(table, commit_user, identifier)
         place(table, committed)
         crashpoints.reached("files-placed")
 

@@ -37,6 +37,19 @@ from .target import live_files
 _POSITION = "_lakesink_row_position"
 _DELETE = 1  # an index manifest entry's kind: DELETE
 
+# The table paths a commit's merge placed (runs, index files), kept until its snapshot landed or
+# it gave up: a commit killed in between leaves them to the next commit of its user, which
+# deletes them unless that identifier landed after all (then they are the table's).
+RECORD = storage.DocumentKind("lakesink.merged-runs", 1, "lakesink record of a commit's merged runs",
+                              "Move it away if it is not lakesink's; the files it names are then left "
+                              "for remove_orphans.")
+
+
+def record_path(identity_root: str, commit_user: str) -> str:
+    import hashlib
+    digest = hashlib.sha256(commit_user.encode()).hexdigest()[:32]
+    return f"{storage.normalize(identity_root)}/_lakesink/merged-runs/{digest}.json"
+
 
 @dataclass
 class MergedCommit:
@@ -48,23 +61,54 @@ class MergedCommit:
     index_paths: list[str] = field(default_factory=list)      # index files written (for an abort)
     staging: str | None = None                                # where the runs were written
     fs_options: dict | None = None
+    record: str | None = None                                 # the record naming what was placed
+
+    def placing(self, table, commit_user: str, identifier: int) -> None:
+        """Record the table paths the commit is about to place, before it places them."""
+        if self.record is None:
+            return
+        files = [table_path_of(table, f) for f in self.added if not f.changelog] + list(self.index_paths)
+        RECORD.write(storage.file_io(self.record, self.fs_options), self.record, commit_user=commit_user,
+                     identifier=identifier, files=files)
 
     def forget_staging(self) -> None:
-        """Remove the runs' staging directory (after the commit placed them, or gave up)."""
+        """Remove the runs' staging directory and the record (after the commit landed, or gave up)."""
+        io = storage.file_io(self.staging or self.record, self.fs_options)
         if self.staging:
-            storage.file_io(self.staging, self.fs_options).delete_directory_quietly(self.staging)
+            io.delete_directory_quietly(self.staging)
+        if self.record:
+            io.delete_quietly(self.record)
+
+
+def settle_previous(record: str, fs_options: dict | None, landed) -> int:
+    """Delete what an earlier commit of the same user placed and never published (killed between
+    placing and its snapshot): unless `landed(identifier)`. Returns the files deleted."""
+    io = storage.file_io(record, fs_options)
+    previous = RECORD.read(io, record)
+    if previous is None:
+        return 0
+    deleted = 0
+    if not landed(int(previous["identifier"])):
+        for path in previous["files"]:
+            if io.exists(path):
+                io.delete_quietly(path)
+                deleted += 1
+    io.delete_quietly(record)
+    return deleted
 
 
 def enabled(table) -> bool:
     return table.is_primary_key_table and bool(table.options.deletion_vectors_enabled())
 
 
-def merge_commit(table, files: Sequence[StagedFile], output_dir: str,
-                 fs_options: dict | None = None) -> MergedCommit:
+def merge_commit(table, files: Sequence[StagedFile], output_dir: str, fs_options: dict | None = None,
+                 record: str | None = None) -> MergedCommit:
     """The changes that put `files` (new level-0 files and changelog files) into the table's latest
-    snapshot as a deletion-vector table holds them. Changelog files are passed through."""
+    snapshot as a deletion-vector table holds them. Changelog files are passed through. `record`:
+    where `MergedCommit.placing` records what the commit places."""
     layout, spec, lsm = TableLayout.of(table), KeyedSpec.of_table(table), LsmOptions.of_table(table)
-    result = MergedCommit(added=[f for f in files if f.changelog], staging=output_dir, fs_options=fs_options)
+    result = MergedCommit(added=[f for f in files if f.changelog], staging=output_dir, fs_options=fs_options,
+                          record=record)
     new_by_bucket: dict[tuple, list[StagedFile]] = {}
     for f in files:
         if not f.changelog:
