@@ -249,3 +249,18 @@ def test_a_summing_dv_table_killed_mid_commit_counts_every_batch_once(tmp_path, 
     assert tally.exactly_once and not tally.problems, tally.problems
     files, vectors = live_files(case.table)
     assert files and all(level > 0 for level, _ in files) and vectors
+
+
+def test_files_of_an_older_schema_are_merged_with_added_columns_null(spark, table_path):
+    lakesink.write(spark.createDataFrame([(i, f"a{i}") for i in range(30)], "id long, v string"), table_path,
+                   primary_key=["id"], options={"bucket": "1", **DV})
+    lakesink.write(spark.createDataFrame([(1, "b1", 7), (40, "n40", 8)], "id long, v string, extra long"),
+                   table_path, options={"write.merge-schema": "true"})
+    lakesink.write(spark.createDataFrame([(2, "c2", 9)], "id long, v string, extra long"), table_path)
+    rows = read_unpatched(table_path).to_pylist()
+    got = {r["id"]: (r["v"], r["extra"]) for r in rows}
+    expected = {i: (f"a{i}", None) for i in range(30)}
+    expected.update({1: ("b1", 7), 40: ("n40", 8), 2: ("c2", 9)})
+    assert got == expected and len(rows) == len(expected)
+    files, _ = live_files(table_path)
+    assert all(level > 0 for level, _ in files)

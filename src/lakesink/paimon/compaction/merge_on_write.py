@@ -127,9 +127,11 @@ def merge_commit(table, files: Sequence[StagedFile], output_dir: str, fs_options
         old = live.get(key, [])
         entries, deleted = vectors.of_bucket(*key)
         bucket = old + new
+        _check_schemas(table, bucket)
         unit = lsm.pick(bucket)
         picked = {f.meta.file_name for f in unit.files} if unit is not None else set()
-        assert unit is not None and all(f.meta.file_name in picked for f in bucket if f.meta.level == 0)
+        if unit is None or any(f.meta.file_name not in picked for f in bucket if f.meta.level == 0):
+            raise AssertionError(f"the pick of bucket {key} of {table.table_path} leaves a level-0 file")
         lookup = age_order([f for f in bucket if f.meta.file_name not in picked])
         path_of = (lambda f: f.staged_path or table_path_of(table, f))
         first = unit.files[0]
@@ -159,6 +161,22 @@ def merge_commit(table, files: Sequence[StagedFile], output_dir: str, fs_options
             result.index_paths.append(vectors.path_of(adds[0]))
         result.index[key] = (adds, [_as_delete(e) for e in entries])
     return result
+
+
+def _check_schemas(table, files: Sequence[StagedFile]) -> None:
+    """Files of older schemas are read by column name, missing columns as nulls: right where the
+    schemas since only added columns. Any other change (a rename, a new type) is refused."""
+    current = {f.id: (f.name, str(f.type)) for f in table.table_schema.fields}
+    for schema_id in {f.meta.schema_id for f in files} - {table.table_schema.id}:
+        schema = table.schema_manager.get_schema(schema_id)
+        changed = [f.name for f in (schema.fields if schema else []) if current.get(f.id) != (f.name, str(f.type))]
+        if schema is None or changed:
+            from ...errors import UnsupportedTableError
+            raise UnsupportedTableError(
+                f"{table.table_path} has deletion-vectors.enabled=true and files of schema {schema_id}, whose "
+                f"columns {changed or '?'} were renamed or retyped since: lakesink does not merge such files "
+                "on write yet. Compact the table with Paimon's own compaction first. Nothing was committed.",
+                table=str(table.table_path))
 
 
 def _merge_bucket(task: KeyedCompactTask, inputs: list[StagedFile], lookup: list[StagedFile], path_of,
@@ -213,7 +231,13 @@ def _read(file_io, paths: Sequence[str], vectors: Sequence, schema: pa.Schema, f
     parts = []
     for i, (path, dv) in enumerate(zip(paths, vectors)):
         with file_io.new_input_stream(path) as source:
-            part = pq.ParquetFile(source).read(columns=schema.names).select(schema.names)
+            parquet = pq.ParquetFile(source)
+            present = set(parquet.schema_arrow.names)
+            part = parquet.read(columns=[n for n in schema.names if n in present])
+        for name in schema.names:  # columns added since the file's schema (`_check_schemas`)
+            if name not in present:
+                part = part.append_column(schema.field(name), pa.nulls(part.num_rows, schema.field(name).type))
+        part = part.select(schema.names)
         if not part.schema.equals(schema, check_metadata=False):
             part = part.cast(schema)
         part = part.append_column(FILE_RANK, pa.array([first_rank + i] * part.num_rows, pa.int32()))
