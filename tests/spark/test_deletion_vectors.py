@@ -107,15 +107,20 @@ def test_deletion_vectors_lakesink_cannot_merge_are_refused_by_name(spark, table
     assert not os.path.exists(os.path.join(table_path, "schema"))
 
 
-def test_overwrite_and_compact_of_a_dv_table_are_refused(spark, table_path):
+@pytest.mark.parametrize("path_kind", ["fast", "native"])
+def test_overwrite_and_compact_of_a_dv_table_are_refused(spark, table_path, path_kind):
+    """A new table may be created by an overwrite (nothing to replace); an overwrite of one holding
+    rows, and `lakesink.compact`, are refused before anything is written."""
     df = spark.createDataFrame([(1, "a")], "id long, v string")
-    lakesink.write(df, table_path, primary_key=["id"], options={"bucket": "1", **DV})
+    write(df, table_path, path_kind, mode="overwrite", **{"primary-key": "id", "bucket": "1", **DV})
+    check(spark, table_path, {1: "a"}, every_reader=False)
     before = Unchanged(table_path)
     with pytest.raises(UnsupportedTableError, match="deletion-vectors.enabled"):
         lakesink.compact(spark, table_path)
     with pytest.raises(Exception, match="does not overwrite such a table"):
-        lakesink.write(df, table_path, mode="overwrite")
+        write(df, table_path, path_kind, mode="overwrite")
     before.check()
+    assert not os.listdir(os.path.join(table_path, "_lakesink", "staging"))
 
 
 @pytest.mark.parametrize("sink, commit_mode", [("lakesink", "sync"), ("lakesink", "pipelined"), ("format", "sync"),

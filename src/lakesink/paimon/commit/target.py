@@ -279,6 +279,8 @@ class PaimonTarget(CommitTarget[StagedFile]):
             index, index_writer = dynamic_index.index_changes(table, files, latest, fresh=overwrite is not None)
         merged = None
         if files and merge_on_write is not None and merge_on_write.enabled(table):
+            if overwrite is not None and latest is None:
+                overwrite = None  # nothing to replace: the first commit of a new table, as an append
             if overwrite is not None:
                 raise UnsupportedTableError(
                     f"{self.path} has deletion-vectors.enabled=true: lakesink does not overwrite such a table "
