@@ -269,3 +269,20 @@ def test_files_of_an_older_schema_are_merged_with_added_columns_null(spark, tabl
     assert got == expected and len(rows) == len(expected)
     files, _ = live_files(table_path)
     assert all(level > 0 for level, _ in files)
+
+
+@pytest.mark.parametrize("options, expected", [
+    ({"sequence.field": "ts"}, {1: ("old", 9), 2: ("new", 5)}),  # an older file's row may win
+    ({"ignore-delete": "true"}, {1: ("old", 9), 2: ("old", 1)}),  # a delete ignored keeps the old row
+])
+def test_deduplicate_orders_by_sequence_field_and_ignores_deletes_across_files(spark, table_path, options, expected):
+    schema = "id long, v string, ts long, op string"
+    first = [(1, "old", 9, "+I"), (2, "old", 1, "+I")] + [(i, "x", 0, "+I") for i in range(3, 60)]
+    lakesink.write(spark.createDataFrame(first, schema), table_path, primary_key=["id"],
+                   options={"bucket": "1", "rowkind.field": "op", **options, **DV})
+    later = [(1, "new", 5, "+I"), (2, "new", 5, "+I")] if "sequence.field" in options else \
+        [(1, None, 0, "-D"), (2, None, 0, "-D")]
+    lakesink.write(spark.createDataFrame(later, schema).coalesce(1), table_path)
+    rows = read_unpatched(table_path).to_pylist()
+    assert {r["id"]: (r["v"], r["ts"]) for r in rows if r["id"] < 3} == expected
+    assert len(rows) == len({r["id"] for r in rows}) == 59

@@ -192,15 +192,22 @@ def _merge_bucket(task: KeyedCompactTask, inputs: list[StagedFile], lookup: list
     marks: dict[str, list[int]] = {}
     parts = [data]
     span = _key_span(changed, keys)
+    # Deduplicate ordered by sequence number alone: the merged version of a key is never an older
+    # file's, so those files give only the positions of its old rows (their keys read, no values).
+    # With ignore-delete a key's only new version may be a retraction the merge ignores: values read.
+    values_needed = (task.spec.merge_engine != "deduplicate" or bool(task.spec.sequence_fields)
+                     or task.lsm.ignore_delete)
+    read_schema = schema if values_needed else pa.schema([schema.field(k) for k in keys])
     for rank, f in enumerate(lookup, start=-len(lookup)):  # older than every picked run
         if span is None or not _may_hold(f, span):
             continue  # no merged key within the file's key range: nothing to read there
-        rows = _read(file_io, [path_of(f)], [deleted.get(f.meta.file_name)], schema, first_rank=rank,
+        rows = _read(file_io, [path_of(f)], [deleted.get(f.meta.file_name)], read_schema, first_rank=rank,
                      positions=True)
         rows = rows.join(changed, keys, join_type="left semi")
         if rows.num_rows:
             marks[f.meta.file_name] = rows.column(_POSITION).to_pylist()
-            parts.append(rows.drop_columns([_POSITION]).select(data.column_names).cast(data.schema))
+            if values_needed:
+                parts.append(rows.drop_columns([_POSITION]).select(data.column_names).cast(data.schema))
     merged = merge(pa.concat_tables(parts), task.spec, task.lsm, drop_deletes=True).combine_chunks()
     merged = merged.select(schema.names).cast(schema)
     return write_run(task, schema, merged), marks
