@@ -535,7 +535,7 @@ def _with_merge(messages: list[CommitMessage], merged, total_buckets: int | None
 def _discard_merge(table, merged) -> None:
     """A merge whose commit definitely failed: its placed runs and index files are nobody's."""
     file_io = table.file_io
-    for f in merged.added:
+    for f in merged.created():  # the write's own files stay with the protocol (kept or discarded)
         file_io.delete_quietly(table_path_of(table, f))
         if f.staged_path:
             file_io.delete_quietly(f.staged_path)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from ... import storage
 from ..files.datafiles import StagedFile, TableLayout, table_path_of
-from ..keyed.layout import KEY_PREFIX, KeyedSpec, kv_schema
+from ..keyed.layout import KEY_PREFIX, RETRACT_KINDS, VALUE_KIND, KeyedSpec, kv_schema
 from ..keyed.lsm_policy import LsmOptions, age_order
 from ..keyed.merge_engines import FILE_RANK, merge
 from .lsm import KeyedCompactTask, write_run
@@ -62,14 +62,19 @@ class MergedCommit:
     staging: str | None = None                                # where the runs were written
     fs_options: dict | None = None
     record: str | None = None                                 # the record naming what was placed
+    upgraded: set = field(default_factory=set)                # names of new files committed as they are
 
     def placing(self, table, commit_user: str, identifier: int) -> None:
         """Record the table paths the commit is about to place, before it places them."""
         if self.record is None:
             return
-        files = [table_path_of(table, f) for f in self.added if not f.changelog] + list(self.index_paths)
+        files = ([table_path_of(table, f) for f in self.created()]) + list(self.index_paths)
         RECORD.write(storage.file_io(self.record, self.fs_options), self.record, commit_user=commit_user,
                      identifier=identifier, files=files)
+
+    def created(self) -> list[StagedFile]:
+        """The runs the merge wrote (not the write's own files it commits as they are)."""
+        return [f for f in self.added if not f.changelog and f.meta.file_name not in self.upgraded]
 
     def forget_staging(self) -> None:
         """Remove the runs' staging directory and the record (after the commit landed, or gave up)."""
@@ -133,13 +138,23 @@ def merge_commit(table, files: Sequence[StagedFile], output_dir: str, fs_options
         if unit is None or any(f.meta.file_name not in picked for f in bucket if f.meta.level == 0):
             raise AssertionError(f"the pick of bucket {key} of {table.table_path} leaves a level-0 file")
         lookup = age_order([f for f in bucket if f.meta.file_name not in picked])
-        path_of = (lambda f: f.staged_path or table_path_of(table, f))
+        path_of = _paths(table, fs_options)
         first = unit.files[0]
-        # Retractions always leave: every older version of their keys is marked deleted below.
+        # One new file of its own (each key once, no retraction): committed as it is at the output
+        # level, as Paimon upgrades a lone file, with no rewrite. Else the runs are merged into one;
+        # retractions always leave: every older version of their keys is marked deleted below.
+        upgrade = (len(unit.files) == 1 and first.meta.level == 0 and not (first.meta.delete_row_count or 0)
+                   and first.meta.schema_id == table.table_schema.id and first.meta.file_name in {f.meta.file_name for f in new})
         task = KeyedCompactTask(tuple(path_of(f) for f in unit.files), sum(f.file_size for f in unit.files),
                                 sum(f.row_count for f in unit.files), tuple(first.partition), first.bucket,
                                 output_dir, layout, spec, lsm, fs_options, unit.output_level, True)
-        outputs, marks = _merge_bucket(task, age_order(unit.files), lookup, path_of, deleted)
+        outputs, marks = _merge_bucket(task, age_order(unit.files), lookup, path_of, deleted, write=not upgrade)
+        if upgrade and (outputs is None or (marks and _values_needed(task))):  # rewritten after all
+            upgrade = False
+            outputs, marks = _merge_bucket(task, age_order(unit.files), lookup, path_of, deleted)
+        if upgrade:
+            outputs = [replace(first, meta=replace(first.meta, level=unit.output_level), encoded=None)]
+            result.upgraded.add(first.meta.file_name)
         result.added.extend(outputs)
         old_names = {f.meta.file_name for f in old}
         result.removed.extend(f for f in unit.files if f.meta.file_name in old_names)
@@ -179,15 +194,27 @@ def _check_schemas(table, files: Sequence[StagedFile]) -> None:
                 table=str(table.table_path))
 
 
+def _paths(table, fs_options):
+    """Where a file of the merge is read: its staged path, or its table path (files of the table,
+    written in place, or placed by an attempt of this commit that was killed before its snapshot)."""
+    def path_of(f: StagedFile) -> str:
+        if f.staged_path and storage.file_io(f.staged_path, fs_options).exists(f.staged_path):
+            return f.staged_path
+        return table_path_of(table, f)
+    return path_of
+
+
 def _merge_bucket(task: KeyedCompactTask, inputs: list[StagedFile], lookup: list[StagedFile], path_of,
-                  deleted: dict) -> tuple[list[StagedFile], dict[str, list[int]]]:
-    """Merge the picked runs into one sorted run (their deleted rows left out) and find the rows
-    of the other files that the merged keys supersede: {file name: row positions}."""
+                  deleted: dict, write: bool = True) -> tuple[list[StagedFile], dict[str, list[int]]]:
+    """Merge the picked runs into one sorted run (their deleted rows left out; `write`: written)
+    and find the rows of the other files that the merged keys supersede: {file name: row positions}."""
     schema = kv_schema(task.layout, task.spec)
     file_io = storage.file_io(task.output_dir, task.fs_options)
-    data = _read(file_io, [path_of(f) for f in inputs], [deleted.get(f.meta.file_name) for f in inputs],
-                 schema, first_rank=0)
     keys = [KEY_PREFIX + k for k in task.spec.trimmed_keys]
+    data = _read(file_io, [path_of(f) for f in inputs], [deleted.get(f.meta.file_name) for f in inputs],
+                 schema if write else pa.schema([schema.field(k) for k in [*keys, VALUE_KIND]]), first_rank=0)
+    if not write and pc.any(pc.is_in(data.column(VALUE_KIND), pa.array(RETRACT_KINDS, pa.int8()))).as_py():
+        return None, {}  # retractions after all: the caller merges (they must not reach a reader)
     changed = data.select(keys).group_by(keys).aggregate([])
     marks: dict[str, list[int]] = {}
     parts = [data]
@@ -195,8 +222,7 @@ def _merge_bucket(task: KeyedCompactTask, inputs: list[StagedFile], lookup: list
     # Deduplicate ordered by sequence number alone: the merged version of a key is never an older
     # file's, so those files give only the positions of its old rows (their keys read, no values).
     # With ignore-delete a key's only new version may be a retraction the merge ignores: values read.
-    values_needed = (task.spec.merge_engine != "deduplicate" or bool(task.spec.sequence_fields)
-                     or task.lsm.ignore_delete)
+    values_needed = _values_needed(task)
     read_schema = schema if values_needed else pa.schema([schema.field(k) for k in keys])
     for rank, f in enumerate(lookup, start=-len(lookup)):  # older than every picked run
         if span is None or not _may_hold(f, span):
@@ -208,9 +234,17 @@ def _merge_bucket(task: KeyedCompactTask, inputs: list[StagedFile], lookup: list
             marks[f.meta.file_name] = rows.column(_POSITION).to_pylist()
             if values_needed:
                 parts.append(rows.drop_columns([_POSITION]).select(data.column_names).cast(data.schema))
+    if not write:
+        return [], marks
     merged = merge(pa.concat_tables(parts), task.spec, task.lsm, drop_deletes=True).combine_chunks()
     merged = merged.select(schema.names).cast(schema)
     return write_run(task, schema, merged), marks
+
+
+def _values_needed(task: KeyedCompactTask) -> bool:
+    """Whether an older file's version of a key may shape the merged row (all engines but
+    deduplicate by sequence number alone, whose newest version wins whole)."""
+    return task.spec.merge_engine != "deduplicate" or bool(task.spec.sequence_fields) or task.lsm.ignore_delete
 
 
 def _key_span(changed: pa.Table, keys: list[str]) -> tuple | None:
