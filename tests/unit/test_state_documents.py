@@ -17,6 +17,7 @@ from lakesink import storage
 from lakesink.errors import BackgroundCommitError, CorruptStateError, MaintenanceError
 from lakesink.paimon.catalog import staged_table
 from lakesink.paimon.commit import identity, intents
+from lakesink.paimon.compaction import merge_on_write
 from lakesink.paimon.maintenance import background, expiry
 from lakesink.protocol import coordinator, pipelined
 from lakesink.protocol.binding import CheckpointBinding, sink_state
@@ -52,6 +53,9 @@ TODAY = {
     "maintenance-failure": ("t/_lakesink/maintenance-failure.json",
                             '{"format": "lakesink.maintenance-failure", "version": 1, "at_ms": 1763740000000, '
                             '"error": "InvalidOptionError: bad"}'),
+    "merged-runs": ("t/_lakesink/merged-runs/" + merge_on_write.record_path("", "u").rsplit("/", 1)[1],
+                    '{"format": "lakesink.merged-runs", "version": 1, "commit_user": "u", "identifier": 7, '
+                    '"files": ["/t/bucket-0/data-1.parquet"]}'),
     "staged-table": ("db.db/.t.lakesink-staging-0123456789ab/STAGED.json",
                      '{"format": "lakesink.staged-table", "version": 1, "target": "/wh/db.db/t", "pid": 1, '
                      '"host": "elsewhere", "created_at": 1763740000.5}'),
@@ -93,6 +97,9 @@ def _read(tmp_path: Path, kind: str):
         with pytest.raises(MaintenanceError) as raised:
             background.raise_failure(path, storage.file_io(path))
         return raised.value
+    if kind == "merged-runs":
+        return merge_on_write.RECORD.read(None, str(tmp_path / "t/_lakesink/merged-runs") + "/"
+                                          + merge_on_write.record_path("", "u").rsplit("/", 1)[1])
     if kind == "staged-table":
         return staged_table.staged_tables(str(tmp_path / "db.db"))
     raise AssertionError(kind)
@@ -112,6 +119,7 @@ def test_every_state_document_in_todays_format_reads(tmp_path):
     assert _read(tmp_path, "commit-user")["last_identifier"] == 7
     assert _read(tmp_path, "expiry")["files"] == ["/t/manifest/m-1"]
     assert "InvalidOptionError: bad" in str(_read(tmp_path, "maintenance-failure"))
+    assert _read(tmp_path, "merged-runs")["files"] == ["/t/bucket-0/data-1.parquet"]
     ((where, marker),) = _read(tmp_path, "staged-table")
     assert where.endswith(".t.lakesink-staging-0123456789ab") and marker["target"] == "/wh/db.db/t"
 
@@ -167,6 +175,10 @@ def test_what_is_written_now_has_todays_fields_and_version(tmp_path):
     table = str(tmp_path / "t")
     identity.write_marker(storage.file_io(table), table, "u", last_identifier=7, last_snapshot=12)
     assert json.loads((tmp_path / TODAY["commit-user"][0]).read_text()) == json.loads(TODAY["commit-user"][1])
+
+    record = merge_on_write.record_path(table, "u")
+    merge_on_write.MergedCommit(record=record).placing(None, "u", 7)  # nothing placed: no table needed
+    assert json.loads(Path(record).read_text()) == {**json.loads(TODAY["merged-runs"][1]), "files": []}
 
     background.record_failure(table, ValueError("bad"))
     failure = json.loads((tmp_path / TODAY["maintenance-failure"][0]).read_text())

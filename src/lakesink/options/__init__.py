@@ -36,24 +36,29 @@ def _check_refused(key: str, scopes: tuple[str, ...]) -> None:
         raise UnsupportedOptionError(key, found.reason)
 
 
-def check_honoured(table_options: Mapping[str, object], table: str | None = None, keyed: bool = False) -> None:
+def check_honoured(table_options: Mapping[str, object], table: str | None = None,
+                   primary_keys=None, complete: bool | None = None) -> None:
     """Refuse the Paimon table options lakesink cannot honour yet (`UNHONOURED`): given to a
     write (`table` None: `UnsupportedOptionError`) or held by the existing table `table`
-    (`UnsupportedTableError`); `keyed`: of a primary-key table. Called before anything is written."""
+    (`UnsupportedTableError`). Called before anything is written. `primary_keys` and
+    `complete` (default: `table` given) for the options honoured in some tables only: the
+    table's keys, and whether `table_options` are all of a table's options (a table, or one
+    about to be created) rather than a write's."""
+    complete = table is not None if complete is None else complete
     for key, value in table_options.items():
         entry = UNHONOURED.get(str(key))
         if entry is None:
             continue
-        given = str(value).strip().lower()
-        reason, what = entry.reason, f"{key}={value}"
-        if given in entry.honoured:
-            if not keyed or entry.keyed_honoured is None or given in entry.keyed_honoured:
+        reason = entry.reason
+        if entry.honoured_in is not None:
+            problem = entry.honoured_in(table_options, list(primary_keys or ()), complete)
+            if problem is None:
                 continue
-            reason, what = entry.keyed_reason, f"{key}={value} on a primary-key table"
+            reason = f"{reason} {problem}"
         if table is not None:
-            raise UnsupportedTableError(f"{table} has {what}, which lakesink cannot write yet. "
-                                        f"{reason} Nothing was written.")
-        raise UnsupportedOptionError(key, f"{what}: {reason} Nothing was written.")
+            raise UnsupportedTableError(f"{table} has {key}={value}, which lakesink cannot write yet. "
+                                        f"{reason} Nothing was written.", table=table, option=str(key))
+        raise UnsupportedOptionError(key, f"{key}={value}: {reason} Nothing was written.")
 
 
 def option(key: str) -> Option:
@@ -281,7 +286,7 @@ class WriteOptions:
         out.in_place = typed.get("write.in-place", "auto")
         out.keyed_shuffle = typed.get("write.keyed-shuffle", "auto")
         out.keyed_shuffle_min_rows = typed.get("write.keyed-shuffle.min-rows", 1_000_000)
-        check_honoured(out.table_options, keyed=bool(out.primary_keys))
+        check_honoured(out.table_options, primary_keys=out.primary_keys, complete=False)
         if out.commit_identifier is not None and out.commit_user is None:
             raise InvalidOptionError("commit.identifier", out.commit_identifier,
                                      "to be given together with commit.user")

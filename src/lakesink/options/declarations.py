@@ -473,9 +473,64 @@ class Unhonoured:
     key: str
     honoured: tuple[str, ...]   # lower-cased values lakesink writes as Paimon means them
     reason: str
-    # Of those, the values honoured for primary-key tables too (None: all of them), and why not the others.
-    keyed_honoured: tuple[str, ...] | None = None
-    keyed_reason: str = ""
+    # Values outside `honoured` lakesink writes in some tables: callable(table options, primary
+    # keys, complete) -> the reason it does not in this one, or None. `complete`: the options are
+    # the table's (else a write's, which may leave the rest to an existing table: only what they
+    # name is checked).
+    honoured_in: object = None
+    honoured_doc: str = ""      # where the values outside `honoured` are written (docs/options.md)
+
+
+def iceberg_problem(options, primary_keys, complete: bool = True) -> str | None:
+    """Why lakesink cannot keep the Iceberg metadata `metadata.iceberg.storage` asks for, or None."""
+    storage = str(options.get("metadata.iceberg.storage", "disabled")).strip().lower()
+    if storage != "table-location":
+        return ("It reaches no Hadoop or Hive catalog's directory, so Iceberg readers there would keep seeing "
+                "the table as it was. Use table-location, or write the table with Apache Paimon's Java writers.")
+    if primary_keys:
+        return ("Iceberg readers read a primary-key table's data files as they are and do not merge the versions "
+                "of a key across its LSM files (Paimon exposes such tables to Iceberg only after full "
+                "compaction), and lakesink does not write that metadata for them: Iceberg readers would see "
+                "duplicate and deleted rows. Unset the option, or write the table with Apache Paimon's Java "
+                "writers.")
+    return None
+
+
+_DV_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
+
+
+def deletion_vector_problem(options, primary_keys, complete: bool = True) -> str | None:
+    """Why lakesink cannot write a table with `deletion-vectors.enabled=true` and these options, or None."""
+    merge_first = ("lakesink merges each commit into deletion vectors (Paimon's merge on write) for primary-key "
+                   "tables with fixed buckets (bucket >= 1) and no changelog producer only")
+    if not primary_keys:
+        if not complete:
+            return None
+        return (f"{merge_first}; an append table with deletion vectors is not written (Paimon marks its "
+                "deleted rows, which lakesink's row-level changes rewrite instead). Create the table without "
+                "it, or write it with Apache Paimon's Java writers.")
+    bucket = str(options.get("bucket", "-1" if complete else "")).strip()
+    if bucket:
+        try:
+            count = int(bucket)
+        except ValueError:
+            count = 0
+        if count < 1:
+            mode = {"-1": "dynamic buckets", "-2": "postpone buckets"}.get(bucket, "no fixed buckets")
+            return (f"{merge_first}; bucket={bucket} ({mode}) is not written with them. Create the table with "
+                    "bucket >= 1, or write it with Apache Paimon's Java writers.")
+    producer = str(options.get("changelog-producer", "none")).strip().lower()
+    if producer != "none":
+        return (f"{merge_first}; changelog-producer={producer} is not written with them (its changelog would "
+                "come from the same compaction). Create the table without it, or write it with Apache Paimon's "
+                "Java writers.")
+    engine = str(options.get("merge-engine", "deduplicate")).strip().lower()
+    if engine not in _DV_ENGINES:
+        return f"{merge_first}; merge-engine={engine} is not written with them."
+    if str(options.get("deletion-vectors.bitmap64", "false")).strip().lower() == "true":
+        return (f"{merge_first}; deletion-vectors.bitmap64=true (64-bit bitmaps) is not written. Create the "
+                "table without it, or write it with Apache Paimon's Java writers.")
+    return None
 
 
 UNHONOURED: dict[str, Unhonoured] = {}
@@ -488,23 +543,18 @@ def _unhonoured(*entries: Unhonoured) -> None:
 
 _unhonoured(
     Unhonoured("deletion-vectors.enabled", ("false",),
-               "Readers of a deletion-vector table skip level-0 files, and lakesink does not yet merge its "
-               "writes into deletion vectors at commit: every row it wrote would be invisible. Create the "
-               "table without it, or write it with Apache Paimon's Java writers."),
+               "Readers of a deletion-vector table skip level-0 files and merge no rows across files.",
+               honoured_in=deletion_vector_problem,
+               honoured_doc="`true` in primary-key tables with `bucket` >= 1 and no `changelog-producer` "
+                            "(each commit merged on write, docs/keyed.md); refused in any other table"),
     Unhonoured("data-evolution.enabled", ("false",),
                "lakesink does not write data-evolution tables (column groups merged by row id). Create the "
                "table without it, or write it with Apache Paimon's Java writers."),
-    Unhonoured("metadata.iceberg.storage", ("disabled", "table-location"),
-               "lakesink writes Iceberg metadata into the table's own directory only (`table-location`, "
-               "docs/iceberg.md); it reaches no Hadoop or Hive catalog's directory, so Iceberg readers there "
-               "would keep seeing the table as it was. Use table-location, or write the table with Apache "
-               "Paimon's Java writers.",
-               keyed_honoured=("disabled",),
-               keyed_reason="Iceberg readers read a primary-key table's data files as they are and do not merge "
-               "the versions of a key across its LSM files (Paimon exposes such tables to Iceberg only after "
-               "full compaction), and lakesink does not write that metadata for them: Iceberg readers would see "
-               "duplicate and deleted rows. Unset the option, or write the table with Apache Paimon's Java "
-               "writers."),
+    Unhonoured("metadata.iceberg.storage", ("disabled",),
+               "lakesink writes Iceberg metadata for append tables, into the table's own directory "
+               "(`table-location`, docs/iceberg.md).",
+               honoured_in=iceberg_problem,
+               honoured_doc="`table-location` in append tables (docs/iceberg.md); refused in primary-key tables"),
     Unhonoured("metadata.iceberg-compatible", ("false",),
                "The Iceberg metadata of this older option (Paimon 0.9) is not what lakesink writes: use "
                "`metadata.iceberg.storage=table-location` instead (docs/iceberg.md), or write the table with "

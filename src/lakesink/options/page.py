@@ -45,11 +45,8 @@ def render_markdown() -> str:
               "to a write into an existing table, or held by an existing table: never accepted and then "
               "ignored.", "", "| key | written | why refused otherwise |", "|---|---|---|"]
     for entry in UNHONOURED.values():
-        reason = entry.reason
-        if entry.keyed_honoured is not None:
-            keyed = ", ".join(f"`{v}`" for v in entry.keyed_honoured)
-            reason += f" Primary-key tables: {keyed} only. {entry.keyed_reason}"
-        lines.append(f"| `{entry.key}` | {', '.join(f'`{v}`' for v in entry.honoured)} | {reason} |")
+        written = ", ".join([f"`{v}`" for v in entry.honoured] + ([entry.honoured_doc] if entry.honoured_doc else []))
+        lines.append(f"| `{entry.key}` | {written} | {entry.reason} |")
     lines += ["", END]
     return "\n".join(lines)
 

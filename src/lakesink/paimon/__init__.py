@@ -7,9 +7,11 @@ from .commit import target as _target
 from . import iceberg as _iceberg
 from . import maintenance
 from .keyed import dynamic as _dynamic
+from .compaction import merge_on_write as _merge_on_write
 
 _target.maintenance = maintenance  # every commit runs background maintenance, a layer above it, through this
 _target.dynamic_index = _dynamic  # dynamic-bucket commits write their hash index through this
 _target.iceberg = _iceberg  # commits of tables with metadata.iceberg.storage refresh their Iceberg metadata
+_target.merge_on_write = _merge_on_write  # deletion-vector tables leave level 0 at each commit through this
 
 __all__ = ["PaimonTarget", "TableSpec", "StagedFile", "TableLayout", "describe_parquet"]

@@ -21,8 +21,9 @@ from pypaimon.write.file_store_commit import FileStoreCommit
 
 from .file_store import new_file_store_commit
 
+from ... import options as registry
 from ... import storage
-from ...errors import CommitConflictError, SchemaMismatchError, TableNotFoundError
+from ...errors import CommitConflictError, SchemaMismatchError, TableNotFoundError, UnsupportedTableError
 from ...protocol import crashpoints
 from ...protocol.target import CommitReport, CommitTarget, Overwrite
 from ..table import branches, evolution, tables
@@ -52,6 +53,8 @@ def refresh_derived(table, branch: str | None = None) -> None:
     if iceberg is not None and branch is None:
         iceberg.after_commit(table)
 
+# Deletion-vector tables' merge on write (`paimon.compaction.merge_on_write`), put here the same way.
+merge_on_write = None
 
 class TableSpec:
     """How to create the table on first commit, when it does not exist yet."""
@@ -60,6 +63,8 @@ class TableSpec:
                  options: dict[str, str]):
         self.schema, self.partition_keys = schema, list(partition_keys)
         self.primary_keys, self.options = list(primary_keys), dict(options)
+        # The table's options, all of them now: refused before anything is written or created.
+        registry.check_honoured(self.options, primary_keys=self.primary_keys, complete=True)
 
 
 class PaimonTarget(CommitTarget[StagedFile]):
@@ -182,6 +187,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
         below this commit's sequence numbers, and the other writer holds none of them)."""
         if latest is None or latest.id <= check_from:
             return check_from, True
+        merged_on_write = merge_on_write is not None and merge_on_write.enabled(table)
         owners = {(tuple(f.partition), f.bucket) for f in files}
         partitions = {p for p, _ in owners}
         # Primary-key tables: another writer's APPEND files in our buckets whose keys do not meet
@@ -202,9 +208,9 @@ class PaimonTarget(CommitTarget[StagedFile]):
                     table=self.path, commit_user=commit_user, identifier=identifier, snapshot=snapshot_id)
             if snapshot.commit_kind == "COMPACT":
                 continue  # keeps sequence numbers; the commit's own check skips them too (paimon.commit.file_store)
-            if (snapshot.commit_user == commit_user and snapshot.commit_kind == "APPEND"
-                    and snapshot.commit_identifier < identifier):
-                continue  # an earlier batch of this checkpoint
+            if (snapshot.commit_user == commit_user and snapshot.commit_identifier < identifier
+                    and (snapshot.commit_kind == "APPEND" or (merged_on_write and snapshot.commit_kind == "OVERWRITE"))):
+                continue  # an earlier batch of this checkpoint (merged on write: an OVERWRITE, as Paimon's)
             if manifests is None:
                 from pypaimon.manifest.manifest_file_manager import ManifestFileManager
                 from pypaimon.manifest.manifest_list_manager import ManifestListManager
@@ -300,14 +306,37 @@ class PaimonTarget(CommitTarget[StagedFile]):
             # An overwrite's index starts empty: the keys it replaces are gone (pypaimon's overwrite
             # drops the replaced partitions' index files; ours replace those of the buckets written).
             index, index_writer = dynamic_index.index_changes(table, files, latest, fresh=overwrite is not None)
+        merged = None
+        if files and merge_on_write is not None and merge_on_write.enabled(table):
+            if overwrite is not None and latest is None:
+                overwrite = None  # nothing to replace: the first commit of a new table, as an append
+            if overwrite is not None:
+                raise UnsupportedTableError(
+                    f"{self.path} has deletion-vectors.enabled=true: lakesink does not overwrite such a table "
+                    "yet (its deletion vectors would outlive the replaced files). Write the changes as upserts "
+                    "and deletes, or overwrite it with Apache Paimon's Java writers. Nothing was committed.",
+                    table=self.path)
+            # Level 0 leaves before the snapshot: the files committed are the merged runs. What a
+            # killed earlier attempt of this user placed and never published goes first.
+            record = merge_on_write.record_path(self.identity_root, commit_user)
+            merge_on_write.settle_previous(record, self.fs_options,
+                                           lambda i: self.committed_snapshot(commit_user, i) is not None)
+            merged = merge_on_write.merge_commit(table, files, merge_on_write.staging_dir(self.path),
+                                                 self.fs_options, record)
+        committed = merged.added if merged is not None else files
         identity.before_commit(self.file_io, self.identity_root, commit_user, latest)
-        intents.declare_placement(table, files)
-        place(table, files)
+        if merged is not None:
+            merged.placing(table, commit_user, identifier)  # its own record of the runs it places
+        else:
+            intents.declare_placement(table, files)
+        place(table, committed)
         crashpoints.reached("files-placed")
 
-        messages = _messages(files, fixed, check_from)
+        messages = _messages(committed, fixed, check_from)
         if index:
             _with_index(messages, index)
+        if merged is not None:
+            _with_merge(messages, merged, fixed, check_from)
         data = [f for f in files if not f.changelog]
         rows = sum(f.row_count for f in data)
         size = sum(f.file_size for f in data)
@@ -330,7 +359,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
                 attempts = _Publications(file_store_commit)
                 partition = {} if overwrite.partitions is None else dict(overwrite.partitions[0])
                 file_store_commit.overwrite(partition, messages, identifier, props)
-            elif messages or self.empty_commits:
+            elif messages or self.empty_commits or merged is not None:
                 if not messages:
                     empty_ok = table.copy({"snapshot.ignore-empty-commit": "false"})
                     file_store_commit = new_file_store_commit(empty_ok, commit_user)
@@ -340,15 +369,20 @@ class PaimonTarget(CommitTarget[StagedFile]):
             exc.identifier = identifier
             if index:  # definitely not committed: its index files are referenced by nothing
                 index_writer.abort()
+            if merged is not None:
+                _discard_merge(table, merged)
             raise
         finally:
             file_store_commit.close()
         crashpoints.reached("after-snapshot")
+        if merged is not None:
+            merged.forget_staging()
 
         # A retry that found its own snapshot already there (an uncertain earlier attempt)
         # published nothing here: look it up.
         snapshot = attempts.snapshot or (self.committed_snapshot(commit_user, identifier)
-                                         if (messages or overwrite or self.empty_commits) else None)
+                                         if (messages or overwrite or self.empty_commits or merged is not None)
+                                         else None)
         identity.after_commit(self.file_io, self.identity_root, commit_user, identifier,
                               snapshot.id if snapshot else (latest.id if latest else None))
         report = CommitReport(commit_user, identifier,
@@ -509,6 +543,38 @@ def _with_index(messages: list[CommitMessage], index: dict) -> None:
             messages.append(message)
         message.index_adds = list(adds)
         message.index_deletes = list(deletes)
+
+
+def _with_merge(messages: list[CommitMessage], merged, total_buckets: int | None,
+                check_from: int | None) -> None:
+    """Add a merge on write's removed table files and deletion-vector index swaps to `messages`."""
+    by_bucket = {(tuple(m.partition), m.bucket): m for m in messages}
+
+    def message(key):
+        if key not in by_bucket:
+            by_bucket[key] = CommitMessage(partition=key[0], bucket=key[1], new_files=[],
+                                           total_buckets=total_buckets, check_from_snapshot=check_from)
+            messages.append(by_bucket[key])
+        return by_bucket[key]
+
+    for f in merged.removed:
+        message((tuple(f.partition), f.bucket)).deleted_files.append(f.meta)
+    for key, (adds, deletes) in merged.index.items():
+        m = message(key)
+        m.index_adds = list(m.index_adds) + list(adds)
+        m.index_deletes = list(m.index_deletes) + list(deletes)
+
+
+def _discard_merge(table, merged) -> None:
+    """A merge whose commit definitely failed: its placed runs and index files are nobody's."""
+    file_io = table.file_io
+    for f in merged.created():  # the write's own files stay with the protocol (kept or discarded)
+        file_io.delete_quietly(table_path_of(table, f))
+        if f.staged_path:
+            file_io.delete_quietly(f.staged_path)
+    for path in merged.index_paths:
+        file_io.delete_quietly(path)
+    merged.forget_staging()
 
 
 def _messages(files: Sequence[StagedFile], total_buckets: int | None = None,

@@ -154,7 +154,9 @@ def full_compaction_due(table, every: int) -> bool:
 def compacts_after_commit(table_options: dict, primary_keys) -> bool:
     """Whether writes of a primary-key table compact its buckets after each commit
     (Paimon's writers do, unless `write-only`). Postpone-bucket tables (bucket=-2) never do:
-    their rows wait unbucketed for `lakesink.compact` (paimon.compaction.postpone)."""
+    their rows wait unbucketed for `lakesink.compact` (paimon.compaction.postpone). Deletion-vector
+    tables compact inside each commit (`merge_on_write`), never after it."""
     if str(table_options.get("bucket", "")).strip() == "-2":
         return False
-    return bool(primary_keys) and not registry.table_value(table_options, "write-only")
+    dv = str(table_options.get("deletion-vectors.enabled", "false")).strip().lower() == "true"
+    return bool(primary_keys) and not dv and not registry.table_value(table_options, "write-only")

@@ -370,7 +370,7 @@ def check_keyed_table(table, requested_primary_keys) -> None:
     if (table.options.file_format() or "parquet").lower() != "parquet":
         raise UnsupportedTableError(f"{table.table_path} stores {table.options.file_format()} files; "
                                     "lakesink writes Parquet tables only.")
-    registry.check_honoured(table.table_schema.options, str(table.table_path), keyed=bool(table.primary_keys))
+    registry.check_honoured(table.table_schema.options, str(table.table_path), table.primary_keys)
     changelog = str(table.table_schema.options.get("changelog-producer", "none")).lower()
     if changelog not in CHANGELOG_PRODUCERS:
         raise UnsupportedTableError(

@@ -33,6 +33,7 @@ class LsmOptions:
     producer: str = "none"   # changelog-producer
     row_deduplicate: bool = False       # changelog-producer.row-deduplicate
     delta_commits: int | None = None    # full-compaction.delta-commits
+    deletion_vectors: bool = False      # deletion-vectors.enabled: level 0 leaves at every commit
 
     @property
     def full_compaction_every(self) -> int | None:
@@ -61,7 +62,8 @@ class LsmOptions:
                    size_ratio=registry.table_value(raw, "compaction.size-ratio"),
                    producer=str(raw.get("changelog-producer", "none")).strip().lower(),
                    row_deduplicate=registry.table_value(raw, "changelog-producer.row-deduplicate"),
-                   delta_commits=registry.table_value(raw, "full-compaction.delta-commits"))
+                   delta_commits=registry.table_value(raw, "full-compaction.delta-commits"),
+                   deletion_vectors=str(raw.get("deletion-vectors.enabled", "false")).strip().lower() == "true")
 
     def sorted_runs(self, files: Sequence[StagedFile]) -> int:
         """Sorted runs of one bucket: each level-0 file is one, each non-empty level above one."""
@@ -83,9 +85,12 @@ class LsmOptions:
         Output goes to the level below the first run left out (never level 0; the highest level
         when every run is taken). First-row tables and aggregation buckets holding retractions
         always compact fully (`needs_compaction`): readers must not see their level-0 files.
-        With `changelog-producer=lookup` every level-0 run is compacted after its commit.
+        With `changelog-producer=lookup` every level-0 run is compacted after its commit; with
+        `deletion-vectors.enabled` at its commit (readers of such a table skip level 0).
         """
         level0 = sum(1 for f in files if f.meta.level == 0)
+        if self.deletion_vectors:  # level 0 leaves merged, older versions marked deleted: never read merged
+            return self._universal(_runs(files)) if not level0 else self._force_level0(files, level0)
         if self.merge_engine == "first-row" and level0:
             return self.full(files)
         if self.merge_engine == "aggregation" and level0 and (
@@ -95,10 +100,18 @@ class LsmOptions:
             return self.full(files)
         runs = _runs(files)
         unit = self._universal(runs)
-        if self.producer == "lookup" and level0 and (
-                unit is None or sum(1 for f in unit.files if f.meta.level == 0) < level0):
+        if self.producer == "lookup" and level0:
             # Paimon's ForceUpLevel0Compaction: with a lookup changelog every level-0 run leaves
             # level 0 in the round after its commit, merged with the runs the size ratio adds.
+            return self._force_level0(files, level0, unit)
+        return unit
+
+    def _force_level0(self, files, level0: int, unit: CompactUnit | None = None) -> CompactUnit:
+        """The universal pick, or, where it leaves a level-0 run, every level-0 run and the runs
+        the size ratio adds (Paimon's ForceUpLevel0Compaction)."""
+        runs = _runs(files)
+        unit = unit if unit is not None else self._universal(runs)
+        if unit is None or sum(1 for f in unit.files if f.meta.level == 0) < level0:
             unit = self._by_ratio(runs, level0, force=True)
         return unit
 
@@ -175,6 +188,11 @@ def check_compactable(table) -> None:
     """Refuse primary-key tables lakesink cannot compact, naming the option."""
     from .layout import MERGE_ENGINES, check_keyed_table
     check_keyed_table(table, None)  # Parquet only; no deletion vectors, no changelog producer
+    if table.options.deletion_vectors_enabled():
+        raise UnsupportedTableError(
+            f"{table.table_path} has deletion-vectors.enabled=true: each lakesink commit compacts what it "
+            "writes (merge on write), and lakesink does not compact such a table otherwise yet (a full "
+            "compaction would have to carry its deletion vectors); compact it with Paimon's own compaction.")
     engine = str(table.table_schema.options.get("merge-engine", "deduplicate")).strip().lower()
     if engine not in MERGE_ENGINES:
         raise UnsupportedTableError(

@@ -131,6 +131,16 @@ def _plan_expiry(table, begin: int, end: int, progress: ProgressFn | None) -> li
                         add(path)
         if progress:
             progress("planning", i + 1, end - begin)
+    # Bucket index files (deletion vectors, hash index) only expired snapshots list: every
+    # snapshot's index manifest lists all its index files, and a file once replaced never returns.
+    index_files = _IndexFiles(table)
+    kept_index = set().union(*(index_files.names(name) for name in keep_index))
+    for snapshot_id in range(begin, end):
+        snapshot = manager.get_snapshot_by_id(snapshot_id)
+        if snapshot is not None and snapshot.index_manifest and snapshot.index_manifest not in keep_index:
+            for name, path in index_files.paths(snapshot.index_manifest).items():
+                if name not in kept_index:
+                    add(path)
     # Manifests, then manifest lists, of the expired snapshots.
     lists: list[str] = []
     for snapshot_id in range(begin, end):
@@ -151,6 +161,33 @@ def _plan_expiry(table, begin: int, end: int, progress: ProgressFn | None) -> li
     for path in lists:
         add(path)
     return files
+
+
+class _IndexFiles:
+    """The bucket index files (kinds DELETION_VECTORS and HASH) an index manifest lists, read once each."""
+
+    KINDS = ("DELETION_VECTORS", "HASH")
+
+    def __init__(self, table):
+        self.table = table
+        self._read: dict[str, dict[str, str]] = {}
+
+    def paths(self, index_manifest: str) -> dict[str, str]:
+        """{index file name: path}."""
+        if index_manifest not in self._read:
+            from pypaimon.manifest.index_manifest_file import IndexManifestFile
+            factory = self.table.path_factory()
+            try:
+                entries = IndexManifestFile(self.table).read(index_manifest)
+            except FileNotFoundError:
+                entries = []
+            self._read[index_manifest] = {
+                e.index_file.file_name: factory.bucket_index_path(tuple(e.partition.values), e.bucket, e.index_file)
+                for e in entries if e.kind == 0 and e.index_file.index_type in self.KINDS}
+        return self._read[index_manifest]
+
+    def names(self, index_manifest: str) -> set[str]:
+        return set(self.paths(index_manifest))
 
 
 def _carry_out(table, journal: dict, progress: ProgressFn | None) -> int:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ...errors import CommitStateUnknownError, ConfigurationError
+from ...errors import CommitStateUnknownError, ConfigurationError, UnsupportedTableError
 from ...options import BATCH_IDENTIFIER, WriteOptions
 from ...protocol import Committer, CommitReport, Overwrite
 from ... import storage
@@ -103,6 +103,8 @@ class BatchWrite:
             overwrite = Overwrite(partitions=(dict(options.overwrite_partition),))
         elif mode == "overwrite":
             overwrite = Overwrite(dynamic=_dynamic_overwrite(options, session_overwrite_mode, target, path_name))
+        if overwrite is not None:
+            check_overwritable(target)
         token = new_token() if anonymous else identity_prefix(commit_user, identifier) + new_token()[:8]
         staging = f"{target.lakesink_dir()}/staging/{token}"
         compression = options.table_options.get("file.compression") or "snappy"
@@ -281,7 +283,19 @@ check_types = evolution.check_types
 # table's value, set or not (never applied to one write).
 _LAYOUT_DEFAULTS = {"bucket": "-1", "merge-engine": "deduplicate", "changelog-producer": "none",
                     "file.format": "parquet", "sequence.field": None, "row-tracking.enabled": "false",
-                    "metadata.iceberg.storage": "disabled"}
+                    "metadata.iceberg.storage": "disabled", "deletion-vectors.enabled": "false"}
+
+
+def check_overwritable(target: PaimonTarget) -> None:
+    """Refuse, before anything is written, an overwrite lakesink cannot commit: a deletion-vector
+    table holding snapshots (the commit refuses it too; a new or empty one is written as an append)."""
+    table = target.table()
+    if (table is not None and table.is_primary_key_table and table.options.deletion_vectors_enabled()
+            and table.snapshot_manager().get_latest_snapshot() is not None):
+        raise UnsupportedTableError(
+            f"{target.path} has deletion-vectors.enabled=true: lakesink does not overwrite such a table yet "
+            "(its deletion vectors would outlive the replaced files). Write the changes as upserts and deletes, "
+            "or overwrite it with Apache Paimon's Java writers. Nothing was written.", table=target.path)
 
 
 def check_options_match(table, options: WriteOptions) -> None:

@@ -1,0 +1,119 @@
+"""Primary-key tables with deletion vectors written by lakesink (merged on write at each commit) and
+by Apache Paimon's own Java writer (lookup compaction at commit), each continuing the other's table.
+
+Java's reader of such a table skips level-0 files and merges nothing across files: a key lakesink
+left live in two rows reads twice, one left at level 0 not at all. Every table is read key for key
+by Java Paimon, pypaimon as released and `lakesink.read`.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections import Counter
+
+import pytest
+
+import lakesink
+from tests.helpers import read_table
+from tests.unpatched import read_unpatched
+
+pytestmark = [pytest.mark.interop, pytest.mark.spark]
+
+COLUMNS = [["id", "BIGINT"], ["v", "STRING"]]
+SCHEMA = "id long, v string, op string"
+DV = {"bucket": "2", "deletion-vectors.enabled": "true"}
+
+
+def _read_every_way(spark, java_paimon, path, tmp_path, unpatched: bool = True) -> dict:
+    """`unpatched`: pypaimon as released, in its own process; it cannot read the manifests of
+    Java's 1.0 writer (docs/compatibility.md): those tables go through lakesink's `compat`."""
+    java = [(r["id"], r["v"]) for r in java_paimon.read(path, tmp_path / "java")]
+    table = read_unpatched(path) if unpatched else read_table(path)
+    py = list(zip(table.column("id").to_pylist(), table.column("v").to_pylist()))
+    lake = [(r.id, r.v) for r in lakesink.read(spark, path).select("id", "v").collect()]
+    for name, rows in (("java", java), ("pypaimon", py), ("lakesink", lake)):
+        twice = [k for k, n in Counter(k for k, _ in rows).items() if n > 1]
+        assert not twice, f"{name} reads keys {twice[:5]} more than once"
+    assert dict(java) == dict(py) == dict(lake)
+    return dict(java)
+
+
+def _apply(expected: dict, changes) -> dict:
+    for key, value, op in changes:
+        if op == "-D":
+            expected.pop(key, None)
+        else:
+            expected[key] = value
+    return expected
+
+
+def _dv_files(path) -> list[str]:
+    return glob.glob(os.path.join(path, "index", "index-*"))
+
+
+def test_java_reads_a_dv_table_lakesink_wrote_on_both_paths(spark, java_paimon, tmp_path):
+    path = str(tmp_path / "db.db" / "dv")
+    first = [(i, f"a{i}", "+I") for i in range(120)]
+    lakesink.write(spark.createDataFrame(first, SCHEMA), path, primary_key=["id"],
+                   options={**DV, "rowkind.field": "op"})
+    expected = _apply({}, first)
+    rounds = [("fast", [(3, "b3", "+U"), (4, None, "-D"), (500, "n500", "+I")]),
+              ("native", [(5, "c5", "+I"), (500, None, "-D"), (6, None, "-D"), (501, "n501", "+I")]),
+              ("fast", [(i, f"d{i}", "+I") for i in range(0, 120, 7)] + [(8, None, "-D")])]
+    for path_kind, changes in rounds:
+        df = spark.createDataFrame(changes, SCHEMA).coalesce(1)
+        if path_kind == "fast":
+            lakesink.write(df, path)
+        else:
+            df.write.format("paimon").mode("append").save(path)
+        table = read_table(path)  # each round in process; every reader after the last
+        assert dict(zip(table.column("id").to_pylist(), table.column("v").to_pylist())) == _apply(expected, changes)
+    assert _read_every_way(spark, java_paimon, path, tmp_path) == expected
+    assert _dv_files(path), "no deletion vector was written: Java read full rewrites only"
+
+
+def test_a_dv_table_java_wrote_is_continued_by_lakesink_and_again_by_java(spark, java_paimon, tmp_path):
+    path = str(tmp_path / "db.db" / "from_java")
+    java_first = [["+I", [i, f"j{i}"]] for i in range(80)]
+    java_second = [["+U", [1, "k1"]], ["-D", [2, None]], ["+I", [3, "k3"]]]
+    java_paimon.replay({"columns": COLUMNS, "primary_key": ["id"], "partition": [],
+                        "options": {"bucket": "2", "deletion-vectors.enabled": "true"},
+                        "batches": [java_first, java_second]}, path, tmp_path / "replay")
+    assert _dv_files(path), "Java wrote no deletion vector: the table tests no inherited vectors"
+    expected = {i: f"j{i}" for i in range(80)}
+    expected.update({1: "k1", 3: "k3"})
+    expected.pop(2)
+    assert _read_every_way(spark, java_paimon, path, tmp_path, False) == expected
+
+    # lakesink continues: keys Java marked deleted, keys Java replaced, new keys; deletes too.
+    ours = [(1, "f1", "+I"), (3, None, "-D"), (2, "f2", "+I"), (90, "f90", "+I")]
+    lakesink.write(spark.createDataFrame(ours, SCHEMA).coalesce(1), path, options={"rowkind.field": "op"})
+    _apply(expected, ours)
+    assert _read_every_way(spark, java_paimon, path, tmp_path, False) == expected
+    native = [(i, f"n{i}", "+I") for i in range(0, 80, 9)] + [(90, None, "-D")]
+    (spark.createDataFrame(native, SCHEMA).coalesce(1).write.format("paimon").option("rowkind.field", "op")
+     .mode("append").save(path))
+    _apply(expected, native)
+    assert _read_every_way(spark, java_paimon, path, tmp_path, False) == expected
+
+    again = [["+I", [i, f"x{i}"]] for i in range(0, 100, 11)] + [["-D", [5, None]]]
+    java_paimon.replay({"columns": COLUMNS, "primary_key": ["id"], "partition": [], "options": {},
+                        "continue": True, "batches": [again]}, path, tmp_path / "replay2")
+    _apply(expected, [(i, f"x{i}", "+I") for i in range(0, 100, 11)] + [(5, None, "-D")])
+    assert _read_every_way(spark, java_paimon, path, tmp_path, False) == expected
+
+
+def test_java_reads_a_partial_update_dv_table_lakesink_merged(spark, java_paimon, tmp_path):
+    """Partial-update: a key's later write fills only some fields; Java's reader merges nothing in
+    a DV table, so the merged row lakesink wrote at commit is what it must read."""
+    path = str(tmp_path / "db.db" / "pu")
+    schema = "id long, v string, w string"
+    first = spark.createDataFrame([(i, f"a{i}", None) for i in range(50)], schema)
+    lakesink.write(first, path, primary_key=["id"], options={**DV, "merge-engine": "partial-update"})
+    lakesink.write(spark.createDataFrame([(1, None, "w1"), (2, "b2", None), (70, None, "w70")], schema), path)
+    java = {r["id"]: (r["v"], r["w"]) for r in java_paimon.read(path, tmp_path / "java")}
+    expected = {i: (f"a{i}", None) for i in range(50)}
+    expected.update({1: ("a1", "w1"), 2: ("b2", None), 70: (None, "w70")})
+    assert java == expected
+    assert _dv_files(path)
