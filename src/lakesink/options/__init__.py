@@ -47,7 +47,7 @@ def check_honoured(table_options: Mapping[str, object], table: str | None = None
     complete = table is not None if complete is None else complete
     for key, value in table_options.items():
         entry = UNHONOURED.get(str(key))
-        if entry is None:
+        if entry is None or str(value).strip().lower() in entry.honoured:
             continue
         reason = entry.reason
         if entry.honoured_in is not None:
