@@ -16,7 +16,7 @@ streams, the aggregator under Spark, random kills) runs with `./dev soak`.
     before-snapshot  append sync chain                       append sync chain
     after-snapshot   append sync chain                       append sync chain, A -> B chain
     accepted         keyed sums, pipelined                   keyed sums, pipelined
-    during-abort     append sync chain (a commit that raises)  append sync chain (a failed batch), in place
+    during-abort     append sync chain (a commit that raises)  append sync chain (a failed batch)
     mid-rewrite      keyed sums, compaction chain            keyed sums, compaction chain
     after-aggregate  keyed sums, compaction chain            keyed sums, compaction chain
     after-compact    keyed sums, compaction chain            keyed sums, compaction chain

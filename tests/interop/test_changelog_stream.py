@@ -41,7 +41,10 @@ def _apply(state: dict, changes: list[dict]) -> dict:
     return state
 
 
-@pytest.mark.parametrize("compaction, producer", [("inline", "none"), ("write-only", "none"), ("inline", "input")])
+# Default: compaction inline with the input producer; the other two modes in ./dev full.
+@pytest.mark.parametrize("compaction, producer", [
+    pytest.param("inline", "none", marks=pytest.mark.full), pytest.param("write-only", "none", marks=pytest.mark.full),
+    ("inline", "input")])
 def test_a_keyed_tables_stream_is_its_changelog_as_paimon_streams_it(spark, java_paimon, tmp_path, compaction,
                                                                      producer):
     path, checkpoint = str(tmp_path / "wh" / "db.db" / "t"), str(tmp_path / "chk")

@@ -132,6 +132,7 @@ def test_a_table_written_by_java_is_continued_on_both_paths_and_again_by_java(sp
     check_index(path, want)
 
 
+@pytest.mark.full  # the default run refuses a second lakesink writer (tests/spark/test_dynamic_buckets.py)
 def test_a_concurrent_java_writer_in_the_partition_is_a_conflict(spark, java_paimon, tmp_path, monkeypatch):
     """Java's writer commits new keys to a partition while lakesink's write, planned before, runs:
     lakesink's commit is refused (its new keys might sit in other buckets than Java's), nothing

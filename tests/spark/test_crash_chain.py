@@ -77,7 +77,9 @@ def assert_nothing_twice(case: Case, a: TableA) -> None:
 
 
 # The pipelined chains run on demand (soak): one chain is ~1.5-3 min of child Spark runs.
-CHAINS = [pytest.param("native", "sync", id="native-sync"),
+# ./dev full: the default run streams A -> B across restarts without kills (tests/spark/test_read_stream.py)
+# and kills the writer at every protocol point in the append chains (tests/spark/test_crash.py).
+CHAINS = [pytest.param("native", "sync", id="native-sync", marks=pytest.mark.full),
           pytest.param("fast", "pipelined", id="fast-pipelined", marks=pytest.mark.soak),
           pytest.param("native", "pipelined", id="native-pipelined", marks=pytest.mark.soak)]
 

@@ -27,7 +27,9 @@ CHAINS = {
 
 
 # The full chains (~2 min each) run in the soak.
-@pytest.mark.parametrize("chain", ["sync-short", pytest.param("sync", marks=pytest.mark.soak),
+# ./dev full: the default run ends jobs written in place without kills (tests/spark/test_in_place.py:
+# a cancelled job, a late task) and kills during-abort on the staged native path (test_crash.py).
+@pytest.mark.parametrize("chain", [pytest.param("sync-short", marks=pytest.mark.full), pytest.param("sync", marks=pytest.mark.soak),
                                    pytest.param("pipelined", marks=pytest.mark.soak)])
 def test_a_driver_killed_at_each_commit_point_writing_in_place_leaves_every_row_once_and_no_file_behind(
         tmp_path, chain):
