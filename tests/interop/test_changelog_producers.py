@@ -56,9 +56,12 @@ def _apply(state: dict, changes: list[dict]) -> dict:
     return state
 
 
-# CI: one table per producer; the soak adds row-deduplicate and partial-update (unit tests cover both).
+# Default: the lookup producer; ./dev full adds full-compaction (its changelog comes from the same
+# compaction code, tests/unit covers its rounds); the soak adds row-deduplicate and partial-update.
 @pytest.mark.parametrize("label", [pytest.param(label, marks=pytest.mark.soak) if label in ("lookup-dedup",
-                                   "lookup-partial-update") else label for label in PRODUCERS])
+                                   "lookup-partial-update") else
+                                   pytest.param(label, marks=pytest.mark.full) if label == "full-compaction" else label
+                                   for label in PRODUCERS])
 def test_a_produced_changelog_streams_as_paimons_own(spark, java_paimon, tmp_path, label):
     options = {"bucket": "2", "rowkind.field": "op", **PRODUCERS[label]}
     ours, theirs = str(tmp_path / "wh" / "db.db" / "ours"), str(tmp_path / "wh" / "db.db" / "theirs")

@@ -102,9 +102,11 @@ def written(spark, java_paimon, tmp_path_factory):
     return get
 
 
-# CI: every engine, and lakesink's compaction of aggregations; the soak also compacts partial updates.
+# Default: every engine, and lakesink's compaction of a CDC aggregation; ./dev full adds plain
+# aggregation (the CDC case holds its inserts) compacted and not; the soak also compacts partial updates.
 @pytest.mark.parametrize("label", [pytest.param(label, marks=pytest.mark.soak) if label == "partial-update-compacted"
-                                   else label for label in LABELS])
+                                   else pytest.param(label, marks=pytest.mark.full)
+                                   if label in ("aggregation", "aggregation-compacted") else label for label in LABELS])
 def test_merge_engine_reads_as_if_paimon_had_written_it(spark, java_paimon, written, label, tmp_path):
     ours, theirs = written(label)
     reads = java_paimon.read_many([theirs, ours], tmp_path)  # one JVM for both

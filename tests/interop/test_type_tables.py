@@ -85,6 +85,7 @@ def _file_stats(path) -> list[dict]:
     return out
 
 
+@pytest.mark.full  # a Java-written table compacted (~30 s); the default run reads every type table by Java
 def test_compacting_a_java_timestamp_0_table_writes_stats_in_the_right_unit(spark, java_tables, type_tables,
                                                                             tmp_path):
     # Before the fix the compaction failed (footer millis read as seconds: year out of range); with

@@ -88,7 +88,7 @@ def test_a_driver_killed_at_a_protocol_point_loses_and_duplicates_nothing(tmp_pa
 
 
 @pytest.mark.parametrize("db,path", [
-    pytest.param("sqlite", "batch", id="sqlite-batch"),
+    pytest.param("sqlite", "batch", id="sqlite-batch", marks=pytest.mark.full),
     pytest.param("postgres", "format-batch", id="postgres-format-batch"),
     pytest.param("postgres", "batch", id="postgres-batch", marks=pytest.mark.soak),
     pytest.param("sqlite", "format-batch", id="sqlite-format-batch", marks=pytest.mark.soak)], indirect=["db"])
@@ -102,9 +102,10 @@ def test_a_task_attempt_that_failed_after_staging_is_retried_and_counted_once(tm
     check_exactly_once(db, expected)
 
 
-# The default run: PostgreSQL after filling; the rest with ./dev soak (the same commit code).
+# ./dev full: PostgreSQL after filling; the rest with ./dev soak (the same commit code). The default
+# run kills the JDBC sink mid-job above and ends a CTAS without kills (tests/jdbc/test_spark_jdbc.py).
 @pytest.mark.parametrize("db,point", [
-    pytest.param("postgres", "after-snapshot", id="postgres-after-snapshot"),
+    pytest.param("postgres", "after-snapshot", id="postgres-after-snapshot", marks=pytest.mark.full),
     pytest.param("sqlite", "after-snapshot", id="sqlite-after-snapshot", marks=pytest.mark.soak),
     pytest.param("sqlite", "before-snapshot", id="sqlite-before-snapshot", marks=pytest.mark.soak),
     pytest.param("postgres", "before-snapshot", id="postgres-before-snapshot", marks=pytest.mark.soak),
