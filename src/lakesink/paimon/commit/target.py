@@ -243,6 +243,9 @@ class PaimonTarget(CommitTarget[StagedFile]):
         if iceberg is None or self.branch is not None:
             return
         try:
+            known = self.table()  # the option lives in the schema: no fresh open for tables without it
+            if known is None or not iceberg.enabled(known):
+                return
             table = self.table(refresh=True)
         except Exception:  # derived state only: the next commit or maintenance refreshes it
             log.exception("could not open %s to refresh its derived metadata", self.path)
