@@ -28,7 +28,6 @@ from ..paimon.compaction.target import PaimonCompactionTarget, live_files
 from ..paimon.compaction.keyed_aggregator import KeyedCompactionAggregator
 from ..paimon.compaction.rewrite import rewrite_on_driver
 from ..paimon.compaction.append_aggregator import SmallFileAggregator
-from ..paimon.compaction.wiring import tracks_rows
 from ..paimon.keyed.layout import POSTPONE_BUCKET
 from ..paimon.commit.target import PaimonTarget
 from ..protocol.aggregator import group_by_key
@@ -82,11 +81,6 @@ def compact(spark, path: str, partitions: Sequence[Mapping[str, object]] | None 
     if table.is_primary_key_table:
         return _compact_keyed(spark, target, partitions, size, full, progress, max_attempts, in_place)
     tables.check_writable(table, PATH_NAME)
-    if tracks_rows(table.table_schema.options):
-        raise UnsupportedTableError(
-            f"{target.path} has row-tracking.enabled=true: lakesink's compaction would give every rewritten "
-            "row a new _ROW_ID, breaking the lineage readers rely on. Compact it with Apache Paimon's own "
-            "compaction. Nothing was changed.", table=target.path)
     compaction = PaimonCompactionTarget(target)
     user = f"lakesink-compact-{uuid.uuid4()}"
     aggregator = SmallFileAggregator(table, compaction.staging_dir(user), target_size=size,

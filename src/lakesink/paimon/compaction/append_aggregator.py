@@ -5,7 +5,9 @@ exactly-once unchanged). The aggregator then bins the small files of each
 (partition, bucket) up to the table's `target-file-size`, across checkpoints
 when one is not enough, and rewrites each full bin as one Parquet file; the
 coordinator commits the swap as a COMPACT snapshot right after the append
-(`compaction_target`). Details: docs/compaction.md.
+(`compaction_target`). In a row-tracking table a bin is a run of files whose row ids follow
+each other, so the rewritten file keeps every row's `_ROW_ID` (`paimon.files.lineage`).
+Details: docs/compaction.md.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ...protocol.aggregator import Aggregator, pack_bins
 from . import outputs as compact_outputs
 from .outputs import InPlace
 from .target import live_files
+from ..files import lineage
 from ..files.datafiles import StagedFile, TableLayout, table_path_of
 from .rewrite import EXECUTOR_REWRITE_BYTES, RewriteTask, Rewriter, rewrite_on_driver
 
@@ -59,6 +62,42 @@ def pick_small_files(files: Sequence[StagedFile], target_size: int, min_file_num
     return bins
 
 
+def pick_adjacent(files: Sequence[StagedFile], target_size: int, min_file_num: int = 5,
+                  max_file_num: int | None = 50, size_of=None, final: bool = False) -> list[list[StagedFile]]:
+    """`pick_small_files` for row-tracking tables: a bin is a run of files whose row ids follow
+    each other, in id order, so that the rewritten file is one run of ids too (the only layout
+    every reader maps back to the same `_ROW_ID`s). Runs are the small files taken in id order,
+    broken where ids skip (a file left out, ids of other partitions in between); each run is
+    binned as `pick_small_files` bins files, its rest merged under the same conditions (only
+    consecutive files under half the target)."""
+    size_of = size_of or (lambda f: f.file_size)
+    small = sorted((f for f in files if f.file_size < target_size * CARRY_BELOW and f.meta.first_row_id is not None),
+                   key=lambda f: f.meta.first_row_id)
+    runs: list[list[StagedFile]] = []
+    for f in small:
+        if runs and lineage.adjacent([runs[-1][-1], f]):
+            runs[-1].append(f)
+        else:
+            runs.append([f])
+    bins = []
+    for run in runs:
+        full, rest = pack_bins(run, size_of, target_size, None, max_file_num)
+        bins += full
+        if final:
+            pieces = [rest]
+        else:  # a still-small merge takes only files under half the target, consecutive ones
+            pieces, current = [], []
+            for f in rest:
+                if size_of(f) < target_size / 2:
+                    current.append(f)
+                else:
+                    pieces.append(current)
+                    current = []
+            pieces.append(current)
+        bins += [p for p in pieces if len(p) >= (2 if final else max(2, min_file_num))]
+    return bins
+
+
 class SmallFileAggregator(Aggregator[StagedFile]):
     """Picks small files per (partition, bucket) from the table and rewrites them in target-size files.
 
@@ -72,7 +111,8 @@ class SmallFileAggregator(Aggregator[StagedFile]):
     their sizes would make files too small), learned from the table's large files and from
     each rewrite. Below the target, files carry over to the next checkpoint; a key that
     received nothing for `IDLE_ROUNDS` rounds (yesterday's partition) has its rest merged.
-    `in_place` (None: `auto`, by the store): rewrites write at their table paths.
+    `in_place` (None: `auto`, by the store): rewrites write at their table paths. A row-tracking
+    table's bins are runs of consecutive row ids (`pick_adjacent`).
     """
 
     def __init__(self, table, staging_dir: str, target_size: int | None = None,
@@ -93,6 +133,7 @@ class SmallFileAggregator(Aggregator[StagedFile]):
         self.executor_bytes = executor_bytes
         self.distributed = distributed  # for volumes from `executor_bytes` on
         self.compression = registry.table_value(registry.table_options_of(table), "file.compression")
+        self.tracks_rows = lineage.tracks_rows(table_options)
         self.bytes_per_row = 0.0   # of rewritten files, learned; 0 = not known yet
         self._flushing = False
         self._seen: dict[str, list] = {}  # repr(key) -> [candidate count last round, idle rounds]
@@ -132,8 +173,9 @@ class SmallFileAggregator(Aggregator[StagedFile]):
         idle = idle + 1 if count == len(candidates) else 0
         final = self._flushing or idle >= IDLE_ROUNDS
         # A compaction job (flushing) rewrites everything in target-size files: no cap per bin.
-        bins = pick_small_files(candidates, self.target_size, self.max_small_files,
-                                None if self._flushing else self.max_file_num, self.estimated_size, final)
+        pick = pick_adjacent if self.tracks_rows else pick_small_files
+        bins = pick(candidates, self.target_size, self.max_small_files,
+                    None if self._flushing else self.max_file_num, self.estimated_size, final)
         binned = {id(f) for b in bins for f in b}
         self._seen[repr(key)] = [len(candidates) - len(binned) + len(bins), 0 if bins else idle]
         return bins, [f for f in files if id(f) not in binned]
@@ -157,14 +199,20 @@ class SmallFileAggregator(Aggregator[StagedFile]):
         return result
 
     def task_for(self, files: Sequence[StagedFile]) -> RewriteTask:
+        tracked = None
+        if self.tracks_rows:
+            files = sorted(files, key=lambda f: f.meta.first_row_id)
+            if not lineage.adjacent(files):  # never planned so: a rewrite would renumber rows
+                raise ValueError("row-tracking compaction of files whose row ids do not follow each other")
+            tracked = tuple((f.meta.first_row_id, f.meta.max_sequence_number) for f in files)
         first = files[0]
         paths = tuple(f.staged_path or table_path_of(self.table, f) for f in files)
         if self.in_place:
             return RewriteTask(paths, tuple(first.partition), first.bucket, None, self.layout, self.compression,
-                               self.fs_options, InPlace.of(self.table, self.staging_dir))
+                               self.fs_options, InPlace.of(self.table, self.staging_dir), tracked)
         return RewriteTask(paths, tuple(first.partition), first.bucket,
                            f"{self.staging_dir}/compact-{uuid.uuid4().hex}.parquet", self.layout,
-                           self.compression, self.fs_options)
+                           self.compression, self.fs_options, lineage=tracked)
 
     def rewrite(self, tasks: Sequence[RewriteTask]) -> list[StagedFile]:
         if not tasks:

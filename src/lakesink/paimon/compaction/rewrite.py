@@ -5,7 +5,9 @@ order, into one new Parquet file and describes it. Tasks are picklable, so an
 engine can run them on its executors: a `Rewriter` runs a list of them
 somewhere (the engine binding passes one in); `rewrite_on_driver` uses threads.
 A task writes its file into the compaction's staging directory, or, given an
-`InPlace`, straight to its table path (`paimon.compaction.outputs`).
+`InPlace`, straight to its table path (`paimon.compaction.outputs`). In a row-tracking table
+the inputs are one run of row ids and the new file keeps every row's lineage
+(`paimon.files.lineage`).
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ... import storage
 from ...protocol import crashpoints
 from ..table import parquet_layout
 from .outputs import InPlace, placed
+from ..files import lineage
 from ..files.datafiles import StagedFile, TableLayout, describe_parquet
 
 EXECUTOR_REWRITE_BYTES = 256 * 1024 * 1024  # from this volume on, rewrite distributed (an engine's executors)
@@ -37,6 +41,9 @@ class RewriteTask:
     compression: str = "snappy"
     fs_options: dict | None = None
     in_place: InPlace | None = None  # write the new file at its table path, named in an intent first
+    # Row-tracking tables: (first_row_id, max_sequence_number) of each input, whose ids follow each
+    # other; the new file stores every row's `_ROW_ID` and `_SEQUENCE_NUMBER`. None: no lineage.
+    lineage: tuple | None = None
 
 
 def rewrite(task: RewriteTask) -> StagedFile:
@@ -51,6 +58,9 @@ def rewrite(task: RewriteTask) -> StagedFile:
         path = task.output
         stream = file_io.new_output_stream(path)
     schema = task.layout.arrow_schema()
+    if task.lineage is not None:
+        schema = pa.schema([*schema, *lineage.lineage_fields()])
+    ids, seqs = [], []
     try:
         # Laid out as Paimon's Java writer does, so that every Paimon reader accepts it.
         writer = pq.ParquetWriter(stream, schema, compression=task.compression,
@@ -59,6 +69,10 @@ def rewrite(task: RewriteTask) -> StagedFile:
             for i, path_in in enumerate(task.inputs):
                 with file_io.new_input_stream(path_in) as source:
                     data = pq.ParquetFile(source).read()
+                if task.lineage is not None:
+                    data = lineage.with_lineage(data, *task.lineage[i])
+                    ids.append(data.column(lineage.ROW_ID))
+                    seqs.append(data.column(lineage.SEQUENCE_NUMBER))
                 data = data.select(schema.names)
                 writer.write_table(data if data.schema.equals(schema, check_metadata=False) else data.cast(schema))
                 if i == 0:
@@ -75,12 +89,21 @@ def rewrite(task: RewriteTask) -> StagedFile:
         stream.close()
     if name is None:
         staged = describe_parquet(path, task.layout, file_io, partition=task.partition)
-        return replace(staged, bucket=task.bucket)
+        return _with_lineage(replace(staged, bucket=task.bucket), task, ids, seqs)
     # Described from the footer just written: no read back from the store.
     metadata = getattr(getattr(writer, "writer", None), "metadata", None)
     staged = describe_parquet(path, task.layout, file_io, partition=task.partition, metadata=metadata,
                               file_size=size if metadata is not None else None)
-    return placed(replace(staged, bucket=task.bucket), name)
+    return placed(_with_lineage(replace(staged, bucket=task.bucket), task, ids, seqs), name)
+
+
+def _with_lineage(staged: StagedFile, task: RewriteTask, ids: list, seqs: list) -> StagedFile:
+    if task.lineage is None:
+        return staged
+    staged.meta = lineage.describe(staged.meta, pa.chunked_array(ids, pa.int64()).combine_chunks(),
+                                   pa.chunked_array(seqs, pa.int64()).combine_chunks(), task.layout.fields,
+                                   compaction=True)
+    return staged
 
 
 def run_task(task):

@@ -104,16 +104,8 @@ def rounds_run_here(checkpoint: str) -> bool:
 
 
 def compacts_appends(table) -> bool:
-    """Whether the aggregator may compact this append table: not with Paimon's `write-only`, nor
-    with `row-tracking.enabled` (a rewritten file's rows would get new `_ROW_ID`s)."""
-    options = registry.table_options_of(table)
-    return not registry.table_value(options, "write-only") and not tracks_rows(options)
-
-
-def tracks_rows(table_options) -> bool:
-    """`row-tracking.enabled`: every row has a stable `_ROW_ID`, which lakesink's compaction
-    cannot carry into a rewritten file yet."""
-    return str(table_options.get("row-tracking.enabled", "false")).strip().lower() == "true"
+    """Whether the aggregator may compact this append table: not with Paimon's `write-only`."""
+    return not registry.table_value(registry.table_options_of(table), "write-only")
 
 
 def aggregate_batch(target: PaimonTarget, commit_user: str, report: CommitReport,

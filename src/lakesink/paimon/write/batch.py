@@ -87,14 +87,6 @@ class BatchWrite:
             )
         # `prepare`: keyed writes plan their target themselves (paimon.write.keyed_plan).
         target, layout = (prepare or prepare_target)(path, schema, options, path_name)
-        if options.aggregator:
-            from ..compaction.wiring import tracks_rows
-            table = target.table()
-            if tracks_rows(table.table_schema.options if table is not None else target.create.options):
-                raise ConfigurationError(
-                    "aggregator.enabled=true: the table has row-tracking.enabled=true, and lakesink's compaction "
-                    "would give rewritten rows new _ROW_IDs. Leave the aggregator off for this table. Nothing "
-                    "was written.", option="aggregator.enabled", table=target.path)
         anonymous = options.commit_user is None
         commit_user = options.commit_user or f"lakesink-batch-{uuid.uuid4()}"
         identifier = options.commit_identifier if options.commit_identifier is not None else BATCH_IDENTIFIER
