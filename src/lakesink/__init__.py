@@ -247,9 +247,10 @@ def clean_staging(database_dir: str, older_than: _dt.timedelta | float = _dt.tim
 def read(spark: SparkSession, path: str, *, snapshot: int | None = None, tag: str | None = None,
          timestamp: int | str | _dt.datetime | None = None,
          filter: str | Sequence[tuple] | None = None, options: Mapping[str, str] | None = None,
-         branch: str | None = None) -> DataFrame:
+         branch: str | None = None, columns: Sequence[str] | None = None) -> DataFrame:
     """A DataFrame of the Paimon table at `path` (or name): the latest snapshot, or one by id, tag or time;
-    `branch`: of that Paimon branch (docs/branches.md).
+    `branch`: of that Paimon branch (docs/branches.md). `columns`: only these, in this order; tables
+    with `row-tracking.enabled` also have `_ROW_ID` and `_SEQUENCE_NUMBER` (docs/row-level.md).
 
     The driver plans with pypaimon (pruned by partitions and min/max statistics);
     Spark's JVM reads the Parquet bytes where it can, pypaimon's reader otherwise
@@ -265,7 +266,8 @@ def read(spark: SparkSession, path: str, *, snapshot: int | None = None, tag: st
     """
     from .spark.read import read as _read
     return _read(spark, path, snapshot=snapshot, tag=tag, timestamp=timestamp, filter=filter,
-                 options=dict(options) if options else None, branch=branch)
+                 options=dict(options) if options else None, branch=branch,
+                 columns=list(columns) if columns is not None and not isinstance(columns, str) else columns)
 
 
 def read_stream(spark: SparkSession, path: str, *, consumer_id: str | None = None,

@@ -1,50 +1,140 @@
 """Row tracking (`row-tracking.enabled`): lakesink's writes continue Paimon's row ids, and nothing
-lakesink does gives an existing row a new `_ROW_ID` (its compaction would, so it is refused or
-left out). Row ids read back with pypaimon."""
+lakesink does gives an existing row a new `_ROW_ID`: compaction, row-level changes and overwrites of
+other partitions keep every surviving row's id; new rows get new ones. Row ids read back with
+pypaimon, and through `lakesink.read(columns=...)`."""
 
 from __future__ import annotations
 
 import pytest
 
 import lakesink
-from lakesink.errors import ConfigurationError, UnsupportedTableError
-from tests.spark.test_bad_input import Unchanged
+from lakesink.errors import ConfigurationError
 
 pytestmark = pytest.mark.spark
 
+TRACKED = {"row-tracking.enabled": "true"}
 
-def row_ids(path: str) -> dict[int, int]:
-    """id → _ROW_ID, read by pypaimon."""
+
+def lineage(path: str) -> dict[int, tuple[int, int]]:
+    """id → (_ROW_ID, _SEQUENCE_NUMBER), read by pypaimon."""
     from lakesink.paimon.table.tables import open_table
 
     table = open_table(path)
-    builder = table.new_read_builder().with_projection(["id", "_ROW_ID"])
+    builder = table.new_read_builder().with_projection(["id", "_ROW_ID", "_SEQUENCE_NUMBER"])
     data = builder.new_read().to_arrow(builder.new_scan().plan().splits())
-    return dict(zip(data.column("id").to_pylist(), data.column("_ROW_ID").to_pylist()))
+    ids = data.column("id").to_pylist()
+    assert len(set(ids)) == len(ids)
+    return dict(zip(ids, zip(data.column("_ROW_ID").to_pylist(), data.column("_SEQUENCE_NUMBER").to_pylist())))
 
 
-def test_row_ids_stay_through_small_appends_and_compaction_is_refused(spark, table_path, tmp_path):
-    for i in range(4):
-        lakesink.write(spark.range(i * 10, i * 10 + 10), table_path, options={"row-tracking.enabled": "true"})
-    before = row_ids(table_path)
-    assert sorted(before.values()) == list(range(40))
-    unchanged = Unchanged(table_path)
-    with pytest.raises(UnsupportedTableError, match="row-tracking"):
-        lakesink.compact(spark, table_path)
-    unchanged.check()
-    with pytest.raises(ConfigurationError, match="row-tracking"):
-        lakesink.write(spark.range(40, 50), table_path, options={"aggregator.enabled": "true"})
-    unchanged.check()
-    # A stream's compaction after each micro-batch (on for append tables) leaves such a table
-    # alone: with 4 + 3 small files it would otherwise merge them (compaction.min.file-num=5).
+def row_ids(path: str) -> dict[int, int]:
+    return {k: v[0] for k, v in lineage(path).items()}
+
+
+def next_row_id(path: str) -> int:
+    from lakesink.paimon.table.tables import open_table
+    return open_table(path).snapshot_manager().get_latest_snapshot().next_row_id
+
+
+def file_count(path: str) -> int:
+    from lakesink.paimon.table.tables import open_table
+    table = open_table(path)
+    return sum(len(s.files) for s in table.new_read_builder().new_scan().plan().splits())
+
+
+def through_lakesink(spark, path: str, **kwargs) -> dict[int, tuple[int, int]]:
+    rows = lakesink.read(spark, path, columns=["_ROW_ID", "id", "_SEQUENCE_NUMBER"], **kwargs).collect()
+    return {r["id"]: (r["_ROW_ID"], r["_SEQUENCE_NUMBER"]) for r in rows}
+
+
+def test_row_ids_and_sequence_numbers_stay_through_compaction_jobs_and_stream_compaction(spark, table_path, tmp_path):
+    for i in range(6):
+        lakesink.write(spark.range(i * 10, i * 10 + 10).coalesce(1), table_path, options=TRACKED)
+    before = lineage(table_path)
+    assert sorted(v[0] for v in before.values()) == list(range(60))
+    report = lakesink.compact(spark, table_path)
+    assert report.files_removed == 6 and file_count(table_path) == 1
+    assert lineage(table_path) == before
+    assert through_lakesink(spark, table_path) == before
+    # Compaction after each micro-batch (aggregator.enabled): the compacted file and the stream's
+    # small files are one run of ids, merged again with every id kept.
     source = tmp_path / "source"
-    for i in range(3):
-        spark.range(40 + i * 10, 50 + i * 10).write.parquet(str(source / f"part{i}"))
+    for i in range(5):
+        spark.range(60 + i * 10, 70 + i * 10).coalesce(1).write.parquet(str(source / f"part{i}"))
     stream = (spark.readStream.schema("id long").option("maxFilesPerTrigger", 1)
               .parquet(str(source / "part*")))
-    query = lakesink.stream(stream, table_path, checkpoint=str(tmp_path / "chk"), trigger="availableNow")
+    query = lakesink.stream(stream, table_path, checkpoint=str(tmp_path / "chk"), trigger="availableNow",
+                            options={"aggregator.enabled": "true"})
     query.awaitTermination(300)
     lakesink.await_commits(str(tmp_path / "chk"))
-    after = row_ids(table_path)
+    after = lineage(table_path)
     assert {k: after[k] for k in before} == before
-    assert sorted(after.values()) == list(range(70))
+    assert sorted(v[0] for v in after.values()) == list(range(110))
+    assert file_count(table_path) < 6
+
+
+def test_row_level_changes_keep_the_ids_of_surviving_rows_and_give_inserted_rows_new_ones(spark, table_path):
+    df = spark.range(0, 60).selectExpr("id", "id * 10 AS v", "IF(id % 2 = 0, 'even', 'odd') AS p")
+    lakesink.write(df.repartition(3), table_path, partition_by=["p"], options=TRACKED)
+    lakesink.write(df.where("id < 6").selectExpr("id + 60 AS id", "v", "p"), table_path)
+    original = lineage(table_path)
+    assert sorted(v[0] for v in original.values()) == list(range(66))
+
+    # DELETE leaves holes in the id runs of the rewritten files: their rows keep their ids.
+    report = lakesink.delete(spark, table_path, where="id % 7 = 3")
+    deleted = {i for i in original if i % 7 == 3}
+    assert report.rows_deleted == len(deleted)
+    assert lineage(table_path) == {k: v for k, v in original.items() if k not in deleted}
+
+    # UPDATE (moving rows 1 and 2 across partitions too): updated rows keep their ids and get the
+    # statement's snapshot as sequence number; the others keep both.
+    report = lakesink.update(spark, table_path, set={"v": "v + 1", "p": "IF(id < 3, 'moved', p)"},
+                             where="id < 20")
+    updated = lineage(table_path)
+    assert {k: v[0] for k, v in updated.items()} == {k: v[0] for k, v in original.items() if k not in deleted}
+    assert all(updated[k][1] == report.snapshot_id for k in updated if k < 20)
+    assert all(updated[k] == original[k] for k in updated if k >= 20)
+
+    # MERGE: matched rows updated or deleted keep / lose their ids, inserted rows get new ids
+    # above the snapshot's nextRowId, each one once.
+    first_new = next_row_id(table_path)
+    source = spark.createDataFrame([(25, -1), (26, -2), (100, -3), (101, -4), (102, -5)], "id long, v long")
+    report = (lakesink.merge(spark, table_path, source, "t.id = s.id")
+              .when_matched_delete("s.v = -2")
+              .when_matched_update({"v": "s.v"})
+              .when_not_matched_insert({"id": "s.id", "v": "s.v", "p": "'new'"})
+              .execute())
+    assert (report.rows_updated, report.rows_deleted, report.rows_inserted) == (1, 1, 3)
+    merged = lineage(table_path)
+    assert 26 not in merged and merged[25] == (updated[25][0], report.snapshot_id)
+    assert {k: v for k, v in merged.items() if k < 100 and k != 25} == \
+        {k: v for k, v in updated.items() if k not in (25, 26)}
+    new_ids = sorted(merged[k][0] for k in (100, 101, 102))
+    assert new_ids == list(range(first_new, first_new + 3))
+
+    # lakesink.read reads the same lineage (Spark's Parquet reader, and with a filter on _ROW_ID).
+    assert through_lakesink(spark, table_path) == merged
+    low = through_lakesink(spark, table_path, filter="_ROW_ID < 10")
+    assert low == {k: v for k, v in merged.items() if v[0] < 10}
+
+    # Compaction after the row-level changes keeps them too; the runs they cut stay apart.
+    lakesink.compact(spark, table_path)
+    assert lineage(table_path) == merged
+
+    # Overwriting one partition keeps the other partitions' ids; its new rows get new ids.
+    before = next_row_id(table_path)
+    lakesink.write(spark.createDataFrame([(200, 0, "new")], "id long, v long, p string"), table_path,
+                   mode="overwrite", options={"partitionOverwriteMode": "dynamic"})
+    overwritten = lineage(table_path)
+    assert {k: v for k, v in overwritten.items() if k != 200} == \
+        {k: v for k, v in merged.items() if k not in (100, 101, 102)}
+    assert overwritten[200][0] == before
+
+
+def test_system_columns_of_a_table_without_row_tracking_are_refused(spark, table_path):
+    lakesink.write(spark.range(3), table_path)
+    with pytest.raises(ConfigurationError, match="row-tracking"):
+        lakesink.read(spark, table_path, columns=["_ROW_ID", "id"])
+    with pytest.raises(ConfigurationError, match="not in the table"):
+        lakesink.read(spark, table_path, columns=["nope"])
+    assert [r.id for r in lakesink.read(spark, table_path, columns=["id"]).orderBy("id").collect()] == [0, 1, 2]

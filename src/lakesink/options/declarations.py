@@ -222,6 +222,9 @@ _declare(
            "start of `scan.mode=from-snapshot[-full]`. `versionAsOf` is Delta's and Spark's name for "
            "batch reads.", aliases=("snapshot-id", "versionAsOf"), minimum=1,
            default_text="latest", also=("stream-read",)),
+    Option("read.system-columns", "read", "bool", False, "Row-tracking tables: each row also has its "
+           "`_ROW_ID` and `_SEQUENCE_NUMBER` (the last columns). `lakesink.read(columns=[...])` sets it when "
+           "it names them."),
     Option("scan.tag-name", "read", "string", None, "Time travel: read the snapshot of this tag.",
            aliases=("tag",), default_text="none"),
     Option("scan.timestamp-millis", "read", "timestamp", None, "Time travel: the latest snapshot committed "

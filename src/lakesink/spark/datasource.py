@@ -132,6 +132,10 @@ class PaimonDataSource(DataSource):
             from ..paimon.read.changes import ROW_KIND
             import pyarrow as pa
             schema = schema.insert(0, pa.field(ROW_KIND, pa.string(), nullable=False))
+        if registry.parse({k: v for k, v in self.options.items() if k.lower() == "read.system-columns"},
+                          ("read",)).get("read.system-columns"):
+            from .reader import with_system_columns
+            schema = with_system_columns(table, schema)
         from .reader import spark_schema
         return spark_schema(table, schema)  # (TIME columns: Spark's TIME where it has one)
 

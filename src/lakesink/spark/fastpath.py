@@ -70,19 +70,29 @@ def write(df, path: str, mode: str = "append", *, partition_by: Iterable[str] | 
     return job.commit(files)
 
 
-def write_staged(df, job: BatchWrite) -> None:
-    """Let Spark write `df` as Parquet into the job's staging directory, split by partition."""
+def write_staged(df, job: BatchWrite, lineage: bool = False) -> None:
+    """Let Spark write `df` as Parquet into the job's staging directory, split by partition.
+
+    `lineage`: `df` also has a row-tracking table's `_ROW_ID`, `_SEQUENCE_NUMBER` and runs
+    (spark.lineage): they are stored too, and each run's rows, sorted by id, go into a file
+    of their own."""
+    from .lineage import COLUMNS, ROW_ID, RUN
+
     names = [f.name for f in job.layout.fields]
     keys = list(job.layout.partition_keys)
     # NOT NULL columns: a null fails the job (a NullValueError once translated), as in Delta.
-    out = df.selectExpr(*checked_columns(df.schema, names, job.layout.not_null))
+    out = df.selectExpr(*checked_columns(df.schema, names, job.layout.not_null), *(COLUMNS if lineage else ()),
+                        *((RUN,) if lineage else ()))
     hidden = [_HIDDEN.format(i) for i in range(len(keys))]
     for key, column in zip(keys, hidden):
         out = out.withColumn(column, out[key])
+    split = hidden + ([RUN] if lineage else [])
+    if lineage:  # already grouped by run: the window that made the runs placed each in one task
+        out = out.sortWithinPartitions(*split, ROW_ID)
     # "error", not "errorifexists": Spark Connect knows only the former.
     writer = out.write.mode("error").option("compression", job.compression)
-    if hidden:
-        writer = writer.partitionBy(*hidden)
+    if split:
+        writer = writer.partitionBy(*split)
     ensure_micros_timestamps(df.sparkSession)
     spark_output(df.sparkSession, job.staging_dir, job.target.fs_options, PATH_NAME).write(writer)
 

@@ -29,6 +29,7 @@ from ..protocol import CommitReport
 from .rowlevel import (FILE, KIND, ROW, SOURCE_SEEN, TARGET_SEEN, analysed, already_committed, cast_to,
                        check_assignment, check_columns, commit_keyed, commit_rewrite, open_statement, read_target,
                        true_of)
+from .lineage import COLUMNS as LINEAGE
 from .sqltext import ident, string
 
 _ACTION = "lakesink_action"
@@ -270,14 +271,19 @@ class _Plan:
                 .collect())
         counts = self.counts(rows)
         touched = sorted({r[FILE] for r in rows if r[_ACTION] in targeted and r[FILE] is not None})
-        columns = [ident(c) for c in stmt.columns]
+        # Row-tracking tables: an updated row keeps its _ROW_ID and gets the statement's
+        # _SEQUENCE_NUMBER (null here, the snapshot's at commit); an inserted row gets a new id.
+        updated_lineage = [f"{t}.{LINEAGE[0]} AS {LINEAGE[0]}", f"CAST(NULL AS BIGINT) AS {LINEAGE[1]}",
+                           f"{t}.{FILE} AS {FILE}"] if stmt.tracks else []
+        new_lineage = [f"CAST(NULL AS BIGINT) AS {c}" for c in LINEAGE] + [f"CAST(NULL AS STRING) AS {FILE}"] \
+            if stmt.tracks else []
         changed = joined.where(self._in(self._indices("update"))).selectExpr(
-            *self.values(joined, "update", lambda c, _: f"{t}.{ident(c)}"))
+            *self.values(joined, "update", lambda c, _: f"{t}.{ident(c)}"), *updated_lineage)
         inserted = joined.where(self._in(self._indices("insert"))).selectExpr(
-            *self.values(joined, "insert", lambda c, typ: f"CAST(NULL AS {typ.simpleString()})"))
+            *self.values(joined, "insert", lambda c, typ: f"CAST(NULL AS {typ.simpleString()})"), *new_lineage)
         acted = joined.where(self._in(targeted)).select(F.col(f"{t}.{ROW}").alias(ROW)).distinct()
         in_touched = target.where(f"{FILE} IN ({', '.join(string(n) for n in touched) or 'NULL'})")
-        kept = in_touched.join(acted, ROW, "left_anti").select(*columns)
+        kept = in_touched.join(acted, ROW, "left_anti").select(*stmt.carried)
         return commit_rewrite(stmt, kept.unionByName(changed).unionByName(inserted), touched, counts)
 
 

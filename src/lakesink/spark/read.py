@@ -21,6 +21,7 @@ from .. import options as registry
 from ..errors import ConfigurationError
 from ..paimon.read import scan
 from ..filters import Filter
+from ..paimon.files.lineage import COLUMNS as LINEAGE
 from .catalog import resolve_for
 from .session import FORMAT, activate
 
@@ -28,8 +29,11 @@ log = logging.getLogger(__name__)
 
 
 def read(spark, path: str, *, snapshot: int | None = None, tag: str | None = None, timestamp=None,
-         filter=None, options: dict | None = None, branch: str | None = None):
+         filter=None, options: dict | None = None, branch: str | None = None, columns=None):
     """A DataFrame of the table at `path` (latest snapshot, or the given snapshot / tag / time).
+
+    `columns`: only these, in this order; a row-tracking table also has `_ROW_ID` and
+    `_SEQUENCE_NUMBER` (`filter` may use them too).
 
     `filter` is a Spark SQL condition (`"dt = '2024-05-01' AND id > 10"`) or a list of
     `(column, op, value)` tuples (ops `= != < <= > >= in not_in is_null is_not_null`).
@@ -51,6 +55,8 @@ def read(spark, path: str, *, snapshot: int | None = None, tag: str | None = Non
     resolved = scan.resolve_snapshot(table, snapshot=snapshot, tag=tag, timestamp=timestamp)
     schema = spark_schema(table)
     condition, conjuncts = _filter_parts(filter)
+    system = _system_columns(table, columns, conjuncts, path)
+    conjuncts = [c for c in conjuncts if c.column not in LINEAGE]  # stats are the table columns'
     planned = scan.plan_snapshot(table, resolved, scan.to_predicate(table, conjuncts))
     blockers = scan.fast_path_blockers(table, planned)
     if blockers and branch:
@@ -59,12 +65,45 @@ def read(spark, path: str, *, snapshot: int | None = None, tag: str | None = Non
                                  "branch with pypaimon: table.copy({'branch': ...}).", option="branch", table=path)
     if blockers:
         log.info("lakesink.read(%s) reads through pypaimon: %s", path, "; ".join(blockers))
-        df = _native(spark, table.table_path, resolved, fs_options, pushdown=bool(conjuncts))
+        df = _native(spark, table.table_path, resolved, {**fs_options, **system}, pushdown=bool(conjuncts))
     elif not planned.splits:
+        if system:
+            from .reader import with_system_columns
+            from ..paimon.table.tables import arrow_schema
+            schema = spark_schema(table, with_system_columns(table, arrow_schema(table)))
         df = spark.createDataFrame([], schema)  # (no sparkContext: works on Spark Connect too)
+    elif system:
+        from . import lineage
+        files = {f.file_name: f for split in planned.splits for f in split.files}
+        df = spark.read.schema(lineage.read_schema(schema)).parquet(*planned.file_paths())
+        df = df.select(*[df[f"`{f.name}`"] for f in schema.fields], *lineage.columns(files))
     else:
         df = spark.read.schema(schema).parquet(*planned.file_paths())
-    return df.filter(condition) if condition is not None else df
+    df = df.filter(condition) if condition is not None else df
+    return df.select(*[f"`{c}`" for c in columns]) if columns is not None else df
+
+
+def _system_columns(table, columns, conjuncts, path: str) -> dict:
+    """The read option that adds the row-tracking columns when `columns` or the filter name them
+    (empty: not needed); unknown columns are an error naming the table's."""
+    if columns is None:
+        wanted = set()
+    else:
+        if isinstance(columns, str) or not columns:
+            raise ConfigurationError(f"lakesink.read({path}): columns={columns!r}: give a list of column names.")
+        names = [f.name for f in table.fields]
+        unknown = [c for c in columns if c not in names and c not in LINEAGE]
+        if unknown:
+            raise ConfigurationError(f"lakesink.read({path}): column(s) {unknown} are not in the table (columns: "
+                                     f"{names}; row-tracking tables also have {list(LINEAGE)}). Nothing was read.",
+                                     table=path)
+        wanted = set(columns) & set(LINEAGE)
+    wanted |= {c.column for c in conjuncts if c.column in LINEAGE}
+    if not wanted:
+        return {}
+    from .reader import with_system_columns
+    with_system_columns(table, [])  # only row-tracking tables have them: a clear error otherwise
+    return {"read.system-columns": "true"}
 
 
 def plan(path: str, *, snapshot: int | None = None, tag: str | None = None, timestamp=None,

@@ -79,16 +79,22 @@ def exact_filter(spark_filter, arrow_types: dict) -> filters.Term | None:
 
 # ---------------------------------------------------------------- reading splits in tasks
 
-def read_splits(path: str, serialized: list, expected_schema, terms: list, fs_options: dict | None = None):
-    """Yield Arrow record batches of `serialized` splits, filtered by `terms`, as `expected_schema`."""
+def read_splits(path: str, serialized: list, expected_schema, terms: list, fs_options: dict | None = None,
+                system_columns: bool = False):
+    """Yield Arrow record batches of `serialized` splits, filtered by `terms`, as `expected_schema`
+    (`system_columns`: with the rows' `_ROW_ID` and `_SEQUENCE_NUMBER`)."""
     from pypaimon.read.split_serializer import deserialize_split_v1
 
+    from ..paimon.files.lineage import COLUMNS
     from ..paimon.read.scan import open_for_read
 
     table = open_for_read(path, fs_options)
     key_fields = _key_fields(table)
     splits = [deserialize_split_v1(blob, table.partition_keys_fields, key_fields) for blob in serialized]
-    reader = table.new_read_builder().new_read().to_arrow_batch_reader(splits)
+    builder = table.new_read_builder()
+    if system_columns:
+        builder = builder.with_projection([f.name for f in table.fields] + list(COLUMNS))
+    reader = builder.new_read().to_arrow_batch_reader(splits)
     paimon_types = {f.name: _type_text(f) for f in table.fields}
     for batch in reader:
         if terms:
@@ -192,6 +198,20 @@ def spark_schema(table, schema=None):
     return _times_as_spark(converted, time_type)
 
 
+def with_system_columns(table, schema):
+    """`schema` (of a read of `table`) with the row-tracking columns; only row-tracking tables have them."""
+    from ..errors import ConfigurationError
+    from ..paimon.files.lineage import lineage_fields, tracks_rows
+
+    if table.is_primary_key_table or not tracks_rows(table.table_schema.options):
+        raise ConfigurationError(
+            f"read.system-columns: {table.table_path} has no _ROW_ID or _SEQUENCE_NUMBER columns to read: only "
+            "tables created with row-tracking.enabled=true have them. Nothing was read.",
+            option="read.system-columns", table=str(table.table_path))
+    import pyarrow as pa
+    return pa.schema([*schema, *lineage_fields()])
+
+
 def _key_fields(table):
     if not table.is_primary_key_table:
         return None
@@ -272,6 +292,7 @@ class PaimonBatchReader(DataSourceReader):
                                          timestamp=opts.get("scan.timestamp-millis"))
         self.snapshot_id = snapshot.id if snapshot is not None else None
         self.arrow_schema = _expected_arrow_schema(schema)
+        self.system_columns = bool(opts.get("read.system-columns"))
         self.terms: list = []
 
     def plan(self):
@@ -293,14 +314,17 @@ class PaimonBatchReader(DataSourceReader):
     def read(self, partition):
         if partition is None or getattr(partition, "splits", None) is None:
             return iter(())  # Spark's placeholder partition for an empty plan
-        return read_splits(self.path, partition.splits, self.arrow_schema, self.terms, self.fs_options)
+        return read_splits(self.path, partition.splits, self.arrow_schema, self.terms, self.fs_options,
+                           self.system_columns)
 
 
 class PaimonFilteringBatchReader(PaimonBatchReader):
     """The batch reader taking the filters it evaluates exactly (`filter-pushdown=true`)."""
 
     def pushFilters(self, filters):
-        types = {f.name: f.type for f in self.arrow_schema}
+        from ..paimon.files.lineage import COLUMNS
+        # Row-tracking columns prune no file (statistics are the table columns'): left to Spark.
+        types = {f.name: f.type for f in self.arrow_schema if f.name not in COLUMNS}
         for spark_filter in filters:
             term = exact_filter(spark_filter, types)
             if term is None:

@@ -15,6 +15,8 @@ identity that landed changes nothing). The plan depends on the table kind:
   min/max statistics, the ones holding affected rows are found by a Spark job,
   only those are rewritten, and one OVERWRITE snapshot swaps them
   (paimon.rowlevel_target), guarded by Paimon's file-deletion conflict check.
+  In a row-tracking table the rewritten rows keep their `_ROW_ID` (updated rows get the
+  statement's `_SEQUENCE_NUMBER`, inserted rows new ids at commit; spark.lineage).
 """
 
 from __future__ import annotations
@@ -53,6 +55,19 @@ class Statement:
     @property
     def columns(self) -> list[str]:
         return [f.name for f in self.table.table_schema.fields]
+
+    @property
+    def tracks(self) -> bool:
+        """`row-tracking.enabled` (append tables only: Paimon refuses it with a primary key)."""
+        from ..paimon.files.lineage import tracks_rows
+        return not self.keyed and tracks_rows(self.table.table_schema.options)
+
+    @property
+    def carried(self) -> list[str]:
+        """What a rewritten row of an append table carries: the table's columns, and in a
+        row-tracking table its lineage and the file it comes from (its runs of ids)."""
+        from .lineage import COLUMNS
+        return [ident(c) for c in self.columns] + ([*COLUMNS, FILE] if self.tracks else [])
 
     @property
     def key_columns(self) -> set[str]:
@@ -151,11 +166,17 @@ def read_target(stmt: Statement, condition: str | None = None, snapshot_id: int 
             stmt.candidates[f.file_name] = (tuple(split.partition.values), split.bucket, f)
     if not stmt.candidates:
         df = stmt.spark.createDataFrame([], schema)
-        return df.selectExpr("*", f"CAST(NULL AS STRING) AS {FILE}", f"CAST(NULL AS STRING) AS {ROW}")
+        tracked = [f"CAST(NULL AS BIGINT) AS {c}" for c in stmt.carried[len(stmt.columns):-1]]
+        return df.selectExpr("*", *tracked, f"CAST(NULL AS STRING) AS {FILE}", f"CAST(NULL AS STRING) AS {ROW}")
+    identity = [F.col("_metadata.file_name").alias(FILE),
+                F.concat_ws("#", F.col("_metadata.file_name"), F.col("_metadata.row_index").cast("string")).alias(ROW)]
+    if stmt.tracks:
+        from . import lineage
+        df = stmt.spark.read.schema(lineage.read_schema(schema)).parquet(*planned.file_paths())
+        files = {name: meta for name, (_, _, meta) in stmt.candidates.items()}
+        return df.select(*[F.col(ident(c)) for c in stmt.columns], *lineage.columns(files), *identity)
     df = stmt.spark.read.schema(schema).parquet(*planned.file_paths())
-    return df.select("*", F.col("_metadata.file_name").alias(FILE),
-                     F.concat_ws("#", F.col("_metadata.file_name"),
-                                 F.col("_metadata.row_index").cast("string")).alias(ROW))
+    return df.select("*", *identity)
 
 
 def target_shape(stmt: Statement):
@@ -304,8 +325,8 @@ def count_kinds(changes) -> dict:
 
 
 def commit_rewrite(stmt: Statement, rewritten, touched: list[str], counts: dict) -> CommitReport:
-    """Append tables: write `rewritten` (the new contents of the `touched` files, and inserted rows)
-    and commit one snapshot removing the touched files."""
+    """Append tables: write `rewritten` (the new contents of the `touched` files, and inserted rows;
+    `stmt.carried` columns) and commit one snapshot removing the touched files."""
     from ..paimon.files.datafiles import StagedFile, TableLayout
     from ..paimon.commit.rowlevel_target import RowLevelTarget
     from ..paimon.write.batch import BatchWrite
@@ -330,12 +351,29 @@ def commit_rewrite(stmt: Statement, rewritten, touched: list[str], counts: dict)
         return finish(CommitReport(job.commit_user, job.identifier), counts)
     files = []
     try:
-        write_staged(rewritten, job)
-        files = job.describe_staged(list_parquet_files(job.staging_dir, job.target.fs_options))
+        if stmt.tracks:
+            from ..paimon.files.lineage import describe_rewritten
+            from .lineage import with_runs
+            write_staged(with_runs(rewritten, [FILE], list(stmt.table.partition_keys)), job, lineage=True)
+            files = job.describe_staged(list_parquet_files(job.staging_dir, job.target.fs_options))
+            files = describe_rewritten(files, layout, job.target.file_io)
+        else:
+            write_staged(rewritten, job)
+            files = job.describe_staged(list_parquet_files(job.staging_dir, job.target.fs_options))
     except BaseException as exc:
         job.abort(files)
         raise failed_in_spark(exc) from exc
     return finish(job.commit(files, report_properties(counts)), counts)
+
+
+def _lineage_of_updated(stmt: Statement, condition: str) -> list[str]:
+    """A row-tracking table's rewritten rows keep their `_ROW_ID`; an updated row's
+    `_SEQUENCE_NUMBER` is null, so the commit's snapshot becomes it (as Paimon's UPDATE)."""
+    if not stmt.tracks:
+        return []
+    from .lineage import ROW_ID, SEQUENCE_NUMBER
+    return [ROW_ID, f"CASE WHEN {condition} THEN CAST(NULL AS BIGINT) ELSE {SEQUENCE_NUMBER} END AS {SEQUENCE_NUMBER}",
+            FILE]
 
 
 def already_committed(stmt: Statement) -> CommitReport | None:
@@ -380,7 +418,7 @@ def delete(spark, name: str, where: str | None = None, *, commit_user: str | Non
     counts = {"deleted": sum(per_file.values())}
     touched = sorted(per_file)
     kept = target.where(f"{FILE} IN ({', '.join(string(t) for t in touched) or 'NULL'})").where(f"NOT {condition}")
-    return commit_rewrite(stmt, kept.select(*[ident(c) for c in stmt.columns]), touched, counts)
+    return commit_rewrite(stmt, kept.select(*stmt.carried), touched, counts)
 
 
 def update(spark, name: str, set: dict, where: str | None = None, *, commit_user: str | None = None,
@@ -424,5 +462,5 @@ def update(spark, name: str, set: dict, where: str | None = None, *, commit_user
     # Every row of a touched file: the matching ones changed, the others as they were.
     rewritten = in_touched.selectExpr(*[
         f"CASE WHEN {condition} THEN {cast_to('(' + assignments[c] + ')', types[c])} ELSE {ident(c)} END "
-        f"AS {ident(c)}" if c in assignments else ident(c) for c in stmt.columns])
+        f"AS {ident(c)}" if c in assignments else ident(c) for c in stmt.columns], *_lineage_of_updated(stmt, condition))
     return commit_rewrite(stmt, rewritten, touched, counts)

@@ -108,3 +108,13 @@ def read_stored(file_io, path: str) -> tuple[pa.Array, pa.Array] | None:
     seqs = (data.column(SEQUENCE_NUMBER).combine_chunks() if SEQUENCE_NUMBER in data.column_names
             else pa.nulls(len(ids), pa.int64()))
     return ids, seqs
+
+
+def describe_rewritten(files, layout, file_io) -> list:
+    """Staged files of a row-level change (StagedFile), each holding rows that keep their ids
+    (one run, in the lineage layout: `describe`) or only new rows (left to the commit's ids)."""
+    for staged in files:
+        stored = read_stored(file_io, staged.staged_path)
+        if stored is not None:
+            staged.meta = describe(staged.meta, *stored, layout.fields, compaction=False)
+    return files
