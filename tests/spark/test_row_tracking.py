@@ -47,17 +47,34 @@ def through_lakesink(spark, path: str, **kwargs) -> dict[int, tuple[int, int]]:
     return {r["id"]: (r["_ROW_ID"], r["_SEQUENCE_NUMBER"]) for r in rows}
 
 
-def test_row_ids_and_sequence_numbers_stay_through_compaction_jobs_and_stream_compaction(spark, table_path, tmp_path):
+def _six_appends_compacted(spark, path: str) -> dict:
     for i in range(6):
-        lakesink.write(spark.range(i * 10, i * 10 + 10).coalesce(1), table_path, options=TRACKED)
-    before = lineage(table_path)
+        lakesink.write(spark.range(i * 10, i * 10 + 10).coalesce(1), path, options=TRACKED)
+    before = lineage(path)
     assert sorted(v[0] for v in before.values()) == list(range(60))
-    report = lakesink.compact(spark, table_path)
-    assert report.files_removed == 6 and file_count(table_path) == 1
-    assert lineage(table_path) == before
+    report = lakesink.compact(spark, path)
+    assert report.files_removed == 6 and file_count(path) == 1
+    assert lineage(path) == before
+    return before
+
+
+def test_row_ids_and_sequence_numbers_stay_through_compaction_jobs_and_compaction_after_commits(spark, table_path):
+    before = _six_appends_compacted(spark, table_path)
     assert through_lakesink(spark, table_path) == before
-    # Compaction after each micro-batch (aggregator.enabled): the compacted file and the stream's
-    # small files are one run of ids, merged again with every id kept.
+    # Compaction after each commit (aggregator.enabled): the compacted file and the new small
+    # files are one run of ids, merged again at compaction.min.file-num files with every id kept.
+    for i in range(4):
+        lakesink.write(spark.range(60 + i * 10, 70 + i * 10).coalesce(1), table_path,
+                       options={"aggregator.enabled": "true"})
+    after = lineage(table_path)
+    assert {k: after[k] for k in before} == before
+    assert sorted(v[0] for v in after.values()) == list(range(100))
+    assert file_count(table_path) == 1
+
+
+@pytest.mark.full
+def test_row_ids_stay_through_the_compaction_rounds_of_a_stream(spark, table_path, tmp_path):
+    before = _six_appends_compacted(spark, table_path)
     source = tmp_path / "source"
     for i in range(5):
         spark.range(60 + i * 10, 70 + i * 10).coalesce(1).write.parquet(str(source / f"part{i}"))
@@ -117,8 +134,9 @@ def test_row_level_changes_keep_the_ids_of_surviving_rows_and_give_inserted_rows
     low = through_lakesink(spark, table_path, filter="_ROW_ID < 10")
     assert low == {k: v for k, v in merged.items() if v[0] < 10}
 
-    # Compaction after the row-level changes keeps them too; the runs they cut stay apart.
-    lakesink.compact(spark, table_path)
+    # Compaction after the row-level changes keeps them too; the runs they cut stay apart. (On the
+    # driver: Spark's rewrite runs the same tasks.)
+    lakesink.compact(None, table_path)
     assert lineage(table_path) == merged
 
     # Overwriting one partition keeps the other partitions' ids; its new rows get new ids.

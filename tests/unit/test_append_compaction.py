@@ -18,7 +18,8 @@ from lakesink.errors import ConfigurationError
 from lakesink.options import WriteOptions
 from lakesink.paimon.compaction.target import PaimonCompactionTarget, live_files
 from lakesink.paimon.compaction.rewrite import rewrite_on_driver
-from lakesink.paimon.compaction.append_aggregator import SmallFileAggregator, pick_small_files, target_file_size
+from lakesink.paimon.compaction.append_aggregator import (SmallFileAggregator, pick_adjacent, pick_small_files,
+                                                          target_file_size)
 from lakesink.paimon.write.batch import BatchWrite, describe_files
 from lakesink.paimon.table.tables import open_table
 from lakesink.paimon.commit.target import PaimonTarget
@@ -55,6 +56,56 @@ def test_a_rest_below_the_target_is_merged_only_from_min_file_num_files():
     four = [F(f"f{i}", 10) for i in range(4)]
     assert pick_small_files(four, 1000, min_file_num=5) == []
     assert names(pick_small_files(four + [F("f4", 10)], 1000, min_file_num=5)) == [["f0", "f1", "f2", "f3", "f4"]]
+
+
+@dataclass(frozen=True)
+class _Meta:
+    first_row_id: int | None
+    row_count: int
+
+
+@dataclass(frozen=True)
+class R:
+    """A file of a row-tracking table: its row ids are first_row_id .. first_row_id + rows - 1."""
+    name: str
+    file_size: int
+    first_row_id: int | None
+    rows: int = 10
+
+    @property
+    def meta(self):
+        return _Meta(self.first_row_id, self.rows)
+
+
+def test_row_tracking_bins_are_runs_of_files_whose_row_ids_follow_each_other_in_id_order():
+    files = [R("c", 10, 20), R("a", 30, 0), R("b", 10, 10), R("far", 10, 100), R("far2", 10, 110),
+             R("java-compacted", 10, None), R("d", 10, 30)]
+    # a..d are one run (ids 0..39), taken in id order whatever their sizes; "far" starts another
+    assert names(pick_adjacent(files, 1000, min_file_num=2)) == [["a", "b", "c", "d"], ["far", "far2"]]
+    # a gap of ids (a file rewritten by another partition's rows, a deleted run) cuts the run
+    assert names(pick_adjacent([R("a", 10, 0), R("c", 10, 20)], 1000, final=True)) == []
+    # a run is binned per target; a file too large to carry cuts it as well
+    run = [R(f"f{i}", 30, i * 10) for i in range(6)]
+    assert names(pick_adjacent(run, 100, min_file_num=5)) == [["f0", "f1", "f2", "f3"]]
+    assert names(pick_adjacent(run[:2] + [R("big", 80, 20)] + [R(f"g{i}", 5, 30 + i * 10) for i in range(2)],
+                               100, final=True)) == [["f0", "f1"], ["g0", "g1"]]
+
+
+def test_a_rewritten_file_whose_row_ids_are_not_one_run_in_order_is_refused():
+    from pypaimon.manifest.schema.data_file_meta import DataFileMeta
+    from lakesink.paimon.files import lineage
+
+    meta = DataFileMeta.create(file_name="f", file_size=1, row_count=3, min_key=None, max_key=None, key_stats=None,
+                               value_stats=None, min_sequence_number=0, max_sequence_number=0, schema_id=0,
+                               level=0, extra_files=[], file_source=0)
+    seqs = pa.array([4, None, 6], pa.int64())
+    described = lineage.describe(meta, pa.array([7, 8, 9], pa.int64()), seqs, [], compaction=False)
+    # the updated row (null sequence) makes max 0: the commit gives the file its snapshot's number
+    assert (described.first_row_id, described.min_sequence_number, described.max_sequence_number) == (7, 4, 0)
+    assert described.write_cols == ["_ROW_ID", "_SEQUENCE_NUMBER"]
+    for ids in ([7, 9, 8], [7, 9, 10], [7, None, 9]):
+        with pytest.raises(ValueError):
+            lineage.describe(meta, pa.array(ids, pa.int64()), seqs, [], compaction=False)
 
 
 def test_max_file_num_bounds_the_files_one_rewrite_reads():
