@@ -99,13 +99,13 @@ def test_a_rewritten_file_whose_row_ids_are_not_one_run_in_order_is_refused():
                                value_stats=None, min_sequence_number=0, max_sequence_number=0, schema_id=0,
                                level=0, extra_files=[], file_source=0)
     seqs = pa.array([4, None, 6], pa.int64())
-    described = lineage.describe(meta, pa.array([7, 8, 9], pa.int64()), seqs, [], compaction=False)
+    described = lineage.describe(meta, pa.array([7, 8, 9], pa.int64()), seqs, compaction=False)
     # the updated row (null sequence) makes max 0: the commit gives the file its snapshot's number
     assert (described.first_row_id, described.min_sequence_number, described.max_sequence_number) == (7, 4, 0)
-    assert described.write_cols == ["_ROW_ID", "_SEQUENCE_NUMBER"]
+    assert described.write_cols is None
     for ids in ([7, 9, 8], [7, 9, 10], [7, None, 9]):
         with pytest.raises(ValueError):
-            lineage.describe(meta, pa.array(ids, pa.int64()), seqs, [], compaction=False)
+            lineage.describe(meta, pa.array(ids, pa.int64()), seqs, compaction=False)
 
 
 def test_max_file_num_bounds_the_files_one_rewrite_reads():

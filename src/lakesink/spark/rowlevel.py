@@ -356,7 +356,7 @@ def commit_rewrite(stmt: Statement, rewritten, touched: list[str], counts: dict)
             from .lineage import with_runs
             write_staged(with_runs(rewritten, [FILE], list(stmt.table.partition_keys)), job, lineage=True)
             files = job.describe_staged(list_parquet_files(job.staging_dir, job.target.fs_options))
-            files = describe_rewritten(files, layout, job.target.file_io)
+            files = describe_rewritten(files, job.target.file_io)
         else:
             write_staged(rewritten, job)
             files = job.describe_staged(list_parquet_files(job.staging_dir, job.target.fs_options))

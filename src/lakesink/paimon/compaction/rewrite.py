@@ -101,8 +101,7 @@ def _with_lineage(staged: StagedFile, task: RewriteTask, ids: list, seqs: list) 
     if task.lineage is None:
         return staged
     staged.meta = lineage.describe(staged.meta, pa.chunked_array(ids, pa.int64()).combine_chunks(),
-                                   pa.chunked_array(seqs, pa.int64()).combine_chunks(), task.layout.fields,
-                                   compaction=True)
+                                   pa.chunked_array(seqs, pa.int64()).combine_chunks(), compaction=True)
     return staged
 
 

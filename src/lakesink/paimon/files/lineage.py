@@ -10,8 +10,10 @@ value, else the file's `max_sequence_number`.
 pypaimon 2.1 reads only `first_row_id + position` (a stored `_ROW_ID` is ignored, a file without
 `first_row_id` reads as null ids), so lakesink rewrites lineage in the one layout every reader
 agrees on: a rewritten file holds one run of consecutive ids in id order, `first_row_id` is its
-first id, and it also stores both columns (listed in `write_cols`, as Paimon's own compaction
-writes them), so per-row sequence numbers survive and Java readers read the same ids.
+first id, and it also stores both columns, as Paimon's own compaction does, so per-row sequence
+numbers survive and Paimon's Java readers (which read stored values first, by name) read the same
+ids. `write_cols` stays unset: Paimon lists the two columns there, but paimon-rust 0.4 takes such
+a list for a data-evolution file and fails on `_ROW_ID`, and no reader needs it to find them.
 """
 
 from __future__ import annotations
@@ -65,9 +67,9 @@ def ids_of(meta) -> tuple[int, int] | None:
     return None if meta.first_row_id is None else (meta.first_row_id, meta.first_row_id + meta.row_count)
 
 
-def describe(meta, ids: pa.Array, seqs: pa.Array, fields, compaction: bool):
+def describe(meta, ids: pa.Array, seqs: pa.Array, compaction: bool):
     """`meta` of a rewritten file whose stored lineage is `ids` / `seqs`, in the lineage layout:
-    `first_row_id` set, both columns in `write_cols`, sequence range from the stored values.
+    `first_row_id` set, sequence range from the stored values.
     Refuses (ValueError) a file whose ids are not one run in order: readers would misplace them.
 
     A null sequence number marks an updated row: the commit gives it its snapshot (Paimon's
@@ -82,13 +84,9 @@ def describe(meta, ids: pa.Array, seqs: pa.Array, fields, compaction: bool):
     present = pc.drop_null(seqs)
     low = pc.min(present).as_py() if len(present) else 0
     high = 0 if seqs.null_count else (pc.max(present).as_py() if len(present) else 0)
-    stats_cols = meta.value_stats_cols
-    if stats_cols is None:  # write_cols set: a reader would take the stats to cover them all
-        stats_cols = [f.name for f in fields]
     return dataclasses.replace(
-        meta, first_row_id=first, write_cols=[f.name for f in fields] + list(COLUMNS),
-        min_sequence_number=int(low or 0), max_sequence_number=int(high or 0),
-        file_source=_COMPACT if compaction else _APPEND, value_stats_cols=list(stats_cols))
+        meta, first_row_id=first, min_sequence_number=int(low or 0), max_sequence_number=int(high or 0),
+        file_source=_COMPACT if compaction else _APPEND)
 
 
 def read_stored(file_io, path: str) -> tuple[pa.Array, pa.Array] | None:
@@ -110,11 +108,11 @@ def read_stored(file_io, path: str) -> tuple[pa.Array, pa.Array] | None:
     return ids, seqs
 
 
-def describe_rewritten(files, layout, file_io) -> list:
+def describe_rewritten(files, file_io) -> list:
     """Staged files of a row-level change (StagedFile), each holding rows that keep their ids
     (one run, in the lineage layout: `describe`) or only new rows (left to the commit's ids)."""
     for staged in files:
         stored = read_stored(file_io, staged.staged_path)
         if stored is not None:
-            staged.meta = describe(staged.meta, *stored, layout.fields, compaction=False)
+            staged.meta = describe(staged.meta, *stored, compaction=False)
     return files
