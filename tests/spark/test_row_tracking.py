@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 import lakesink
-from lakesink.errors import ConfigurationError
+from lakesink.errors import ConfigurationError, UnsupportedOptionError
+from tests.spark.test_bad_input import Unchanged
 
 pytestmark = pytest.mark.spark
 
@@ -149,7 +150,11 @@ def test_row_level_changes_keep_the_ids_of_surviving_rows_and_give_inserted_rows
     assert overwritten[200][0] == before
 
 
-def test_system_columns_of_a_table_without_row_tracking_are_refused(spark, table_path):
+def test_row_tracking_with_a_primary_key_and_system_columns_without_row_tracking_are_refused(spark, table_path):
+    unchanged = Unchanged(table_path)
+    with pytest.raises(UnsupportedOptionError, match="primary key"):  # Paimon refuses it too
+        lakesink.write(spark.range(3), table_path, primary_key=["id"], options=TRACKED)
+    unchanged.check()
     lakesink.write(spark.range(3), table_path)
     with pytest.raises(ConfigurationError, match="row-tracking"):
         lakesink.read(spark, table_path, columns=["_ROW_ID", "id"])

@@ -499,6 +499,17 @@ def iceberg_problem(options, primary_keys, complete: bool = True) -> str | None:
     return None
 
 
+def row_tracking_problem(options, primary_keys, complete: bool = True) -> str | None:
+    """Why a table with these options cannot have `row-tracking.enabled=true`, or None."""
+    if primary_keys:
+        return "This table has a primary key. Create it without one, or without the option."
+    bucket = str(options.get("bucket", "-1" if complete else "")).strip()
+    if bucket and bucket != "-1":
+        return (f"This table has bucket={bucket}. Create it with bucket=-1 (unaware buckets, the default of "
+                "append tables), or without the option.")
+    return None
+
+
 _DV_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
 
 
@@ -550,6 +561,12 @@ _unhonoured(
                honoured_in=deletion_vector_problem,
                honoured_doc="`true` in primary-key tables with `bucket` >= 1 and no `changelog-producer` "
                             "(each commit merged on write, docs/keyed.md); refused in any other table"),
+    Unhonoured("row-tracking.enabled", ("false",), "Paimon tracks the rows of unaware-bucket append tables only "
+               "(it refuses the option with a primary key or fixed buckets).",
+               honoured_in=row_tracking_problem,
+               honoured_doc="`true` in append tables with `bucket=-1` (every row keeps its `_ROW_ID` through "
+                            "compaction and row-level changes, docs/row-level.md); refused with a primary key or "
+                            "fixed buckets, as Paimon refuses it"),
     Unhonoured("data-evolution.enabled", ("false",),
                "lakesink does not write data-evolution tables (column groups merged by row id). Create the "
                "table without it, or write it with Apache Paimon's Java writers."),
