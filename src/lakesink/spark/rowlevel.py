@@ -142,6 +142,9 @@ def read_target(stmt: Statement, condition: str | None = None, snapshot_id: int 
     conjuncts = [*(filters.parse_sql(condition) if condition else []), *(conjuncts or [])]
     if stmt.keyed:  # Spark resolves names case-insensitively; pruning takes exact names only
         conjuncts = [c for c in conjuncts if c.column in stmt.columns]
+    elif stmt.tracks:  # _ROW_ID, _SEQUENCE_NUMBER: no statistics to prune by
+        from .lineage import COLUMNS
+        conjuncts = [c for c in conjuncts if c.column not in COLUMNS]
     planned = scan.plan_snapshot(table, snapshot, scan.to_predicate(table, conjuncts))
     if stmt.keyed:
         from . import keyed_read
@@ -166,7 +169,8 @@ def read_target(stmt: Statement, condition: str | None = None, snapshot_id: int 
             stmt.candidates[f.file_name] = (tuple(split.partition.values), split.bucket, f)
     if not stmt.candidates:
         df = stmt.spark.createDataFrame([], schema)
-        tracked = [f"CAST(NULL AS BIGINT) AS {c}" for c in stmt.carried[len(stmt.columns):-1]]
+        from .lineage import COLUMNS
+        tracked = [f"CAST(NULL AS BIGINT) AS {c}" for c in COLUMNS] if stmt.tracks else []
         return df.selectExpr("*", *tracked, f"CAST(NULL AS STRING) AS {FILE}", f"CAST(NULL AS STRING) AS {ROW}")
     identity = [F.col("_metadata.file_name").alias(FILE),
                 F.concat_ws("#", F.col("_metadata.file_name"), F.col("_metadata.row_index").cast("string")).alias(ROW)]
