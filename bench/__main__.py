@@ -1,4 +1,4 @@
-"""Run lakesink's benchmarks: `./dev bench [write|stream|read|commit|aggregate|keyed|keyed-stream|lsm|s3|scale|jdbc|merge|all] [--quick]`.
+"""Run lakesink's benchmarks: `./dev bench [write|stream|read|commit|aggregate|keyed|keyed-modes|keyed-stream|lsm|s3|scale|jdbc|merge|all] [--quick]`.
 
 Every figure is a ratio measured side by side in the same run (medians of
 interleaved repeats), because these machines are noisy.
@@ -18,6 +18,10 @@ SUITES = {
     "aggregate": ("bench.bench_aggregate", {}, {}),
     "keyed": ("bench.bench_keyed", {"rows": 10_000_000, "keys": 1_000_000, "repeats": 3, "pypaimon_rows": 1_000_000},
               {"rows": 500_000, "keys": 50_000, "repeats": 1, "pypaimon_rows": 100_000}),
+    "keyed-modes": ("bench.bench_keyed_modes",
+                    {"rows": 10_000_000, "keys": 1_000_000, "repeats": 3, "batches": 100, "batch_rows": 20_000},
+                    {"rows": 200_000, "keys": 20_000, "repeats": 1, "batches": 5, "batch_rows": 2_000,
+                     "scan_repeats": 1}),
     "lsm": ("bench.bench_lsm", {"batches": 1_000, "rows": 2_000, "keys": 100_000, "checkpoints": (100, 500, 1_000),
                                 "stage_batches": 50},
             {"batches": 24, "rows": 500, "keys": 10_000, "checkpoints": (12, 24), "scan_repeats": 1,
@@ -30,7 +34,7 @@ SUITES = {
     "jdbc": ("bench.bench_jdbc", {"rows": 1_000_000, "repeats": 3, "batches": 40},
              {"rows": 100_000, "repeats": 1, "batches": 6}),
 }
-NEEDS_SPARK = {"write", "stream", "read", "keyed", "keyed-stream", "lsm", "s3", "jdbc", "merge"}
+NEEDS_SPARK = {"write", "stream", "read", "keyed", "keyed-modes", "keyed-stream", "lsm", "s3", "jdbc", "merge"}
 
 
 def main(argv=None) -> int:
