@@ -54,21 +54,29 @@ def _main(table, _fs_options=None):
     return table
 
 
-def check_writable(path: str, table, name: str, keyed: bool) -> None:
-    """Refuse, before anything is written, a write to branch `name` that cannot go there yet:
-    the table and the branch must exist, and the table must be an unaware-bucket append table
-    (keyed writes plan sequence numbers and compact on main's snapshots)."""
+def check_writable(path: str, table, name: str) -> None:
+    """Refuse, before anything is written, a write to branch `name` that cannot go there: the
+    table (`table`, main's, None when absent) and the branch must exist. A branch is never
+    created by a write (`lakesink.branch.create`)."""
     check_name(name)
     if table is None:
         raise TableNotFoundError(f"Table {storage.normalize(path)} does not exist: a write to branch {name!r} "
                                  "needs the table and the branch (lakesink.branch.create). Nothing was written.",
                                  table=path)
     _require(table, name)
-    if keyed:
-        raise UnsupportedTableError(
-            f"{table.table_path}: writes to branch {name!r} are supported for append tables without fixed "
-            "buckets only for now; primary-key and fixed-bucket tables are written on main. Nothing was "
-            "written.", table=str(table.table_path))
+
+
+def describe(path: str, name: str | None) -> str:
+    """How a stream's checkpoint names the table it writes: the path for main, else
+    `<path>$branch_<name>` (Paimon's name of a branch as a table): a checkpoint bound to one
+    branch refuses another, as it refuses another table."""
+    return path if is_main(name) else f"{path}$branch_{name}"
+
+
+def parse_description(text: str) -> tuple[str, str | None]:
+    """(path, branch or None) of a `describe` text."""
+    path, sep, name = text.rpartition("$branch_")
+    return (path, name) if sep and name and "/" not in name else (text, None)
 
 
 def list_branches(path, fs_options: dict | None = None) -> list[str]:
