@@ -83,6 +83,12 @@ def list_branches(path, fs_options: dict | None = None) -> list[str]:
     return sorted(_main(path, fs_options).branch_manager().branches())
 
 
+def latest_of(table, name: str) -> int | None:
+    """The id of branch `name`'s latest snapshot (None: an empty branch)."""
+    latest = SnapshotManager(table.file_io, table.table_path, name).get_latest_snapshot()
+    return latest.id if latest is not None else None
+
+
 def exists(table, name: str) -> bool:
     return table.file_io.exists(f"{branch_path(table.table_path, name)}/schema")
 
