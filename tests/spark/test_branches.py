@@ -71,6 +71,10 @@ def test_create_from_a_tag_or_empty(spark, table_path):
     write(spark.range(2, 4), table_path, "fast")
     assert lakesink.branch.create(table_path, "from_tag", from_tag="v1") == 1
     assert branch_ids(table_path, "from_tag") == [0, 1]
+    write(spark.range(7, 8), table_path, "fast", branch="from_tag")
+    # The branch's own tags and snapshots (the tag was copied into the branch)
+    assert sorted(r.id for r in lakesink.read(spark, table_path, branch="from_tag", tag="v1").collect()) == [0, 1]
+    assert sorted(r.id for r in lakesink.read(spark, table_path, branch="from_tag", snapshot=2).collect()) == [0, 1, 7]
     assert lakesink.branch.create(table_path, "from_snap", from_snapshot=2) == 2
     assert branch_ids(table_path, "from_snap") == [0, 1, 2, 3]
     assert lakesink.branch.create(table_path, "blank", empty=True) is None
@@ -150,7 +154,23 @@ def test_a_keyed_table_written_on_a_branch_merges_there_and_main_is_unchanged_ke
     assert by_key(FileStoreTable.from_path(table_path)) == {**branch_rows, 9: "z"}
 
 
-@pytest.mark.parametrize("mode", ["fast", pytest.param("native", marks=pytest.mark.full)])
+@pytest.mark.full
+def test_a_postpone_bucket_branch_is_compacted_on_the_branch(spark, table_path):
+    lakesink.write(named(spark, 0, 10, "a"), table_path, primary_key=["id"],
+                   options={"bucket": "-2", "postpone.default-bucket-num": "2"})
+    lakesink.compact(spark, table_path)
+    lakesink.branch.create(table_path, "p")
+    write(named(spark, 5, 12, "b"), table_path, "native", branch="p")
+    main = FileStoreTable.from_path(table_path)
+    main_rows = {i: "a" for i in range(10)}
+    assert by_key(main.copy({"branch": "p"})) == main_rows  # waiting in the branch's postpone buckets
+    lakesink.compact(spark, table_path, options={"branch": "p"})
+    assert by_key(main.copy({"branch": "p"})) == {**main_rows, **{i: "b" for i in range(5, 12)}}
+    assert by_key(main) == main_rows and [s.commit_kind for s in snapshots(table_path)] == ["APPEND", "COMPACT"]
+
+
+@pytest.mark.parametrize("mode", ["fast", *(pytest.param(m, marks=pytest.mark.full)
+                                          for m in ("native", "native-pipelined", "fast-pipelined"))])
 def test_a_stream_into_a_branch_commits_each_micro_batch_there_once(spark, tmp_path, mode):
     from pathlib import Path
 
@@ -196,3 +216,6 @@ def test_reads_that_cannot_read_a_branch_refuse_it_rather_than_read_main(spark, 
     lakesink.branch.create(table_path, "b")
     with pytest.raises(lakesink.ConfigurationError, match="streams main only"):
         lakesink.read_stream(spark, table_path, options={"branch": "b"})
+    with pytest.raises(lakesink.ConfigurationError, match="CREATE / REPLACE TABLE AS"):
+        lakesink.create_table_as(spark.range(0, 2), f"{table_path}-new", options={"branch": "b"})
+    assert not os.path.exists(f"{table_path}-new")
