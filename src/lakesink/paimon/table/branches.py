@@ -20,7 +20,7 @@ from pypaimon.tag.tag_manager import TagManager
 
 from ... import storage
 from ...errors import (BranchAlreadyExistsError, BranchNotFoundError, ConfigurationError, SnapshotNotFoundError,
-                       TableNotFoundError, TagNotFoundError, UnsupportedTableError)
+                       TableNotFoundError, TagNotFoundError)
 from . import compat
 
 MAIN = "main"
