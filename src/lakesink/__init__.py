@@ -307,7 +307,8 @@ def compact(spark: SparkSession | None, path: str, partitions: Sequence[Mapping[
     `target_size` defaults to the table's `target-file-size`.
     Primary-key tables get a full compaction of every bucket (deleted keys leave
     for good); `full=False` compacts only buckets whose sorted runs pass
-    `num-sorted-run.compaction-trigger` (docs/compaction.md).
+    `num-sorted-run.compaction-trigger` (docs/compaction.md). `options={"branch": name}` compacts
+    that Paimon branch (docs/branches.md).
 
     >>> lakesink.compact(spark, "/data/wh/db.db/orders", partitions=[{"dt": "2024-05-01"}])   # doctest: +SKIP
     """

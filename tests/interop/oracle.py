@@ -168,6 +168,14 @@ class JavaPaimon:
         self._run(["read-with", table, str(out), ",".join(f"{k}={v}" for k, v in options.items())])
         return [json.loads(line) for line in out.read_text("utf-8").splitlines()]
 
+    def read_branches(self, table: str, branches: list[str], out_dir: Path) -> dict[str, list[dict]]:
+        """Rows of each branch of `table` ("main" too; latest snapshots), the table opened with
+        Paimon's `branch` option; one JVM for all."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        outputs = {b: out_dir / f"branch-{Path(table).name}-{b}.jsonl" for b in branches}
+        self._run(["read-branch", *[x for b in branches for x in (table, b, str(outputs[b]))]])
+        return {b: [json.loads(line) for line in out.read_text("utf-8").splitlines()] for b, out in outputs.items()}
+
     def changes(self, table: str, after: int, out_dir: Path) -> list[dict]:
         """Paimon's own streaming read of `table` after snapshot `after`: rows with a "rowkind"."""
         out_dir.mkdir(parents=True, exist_ok=True)

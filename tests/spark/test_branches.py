@@ -8,7 +8,7 @@ import pytest
 from pypaimon.table.file_store_table import FileStoreTable
 
 import lakesink
-from tests.helpers import PATHS, latest_snapshot_id, read_table, write
+from tests.helpers import PATHS, latest_snapshot_id, read_table, snapshots, write
 
 pytestmark = pytest.mark.spark
 
@@ -71,6 +71,10 @@ def test_create_from_a_tag_or_empty(spark, table_path):
     write(spark.range(2, 4), table_path, "fast")
     assert lakesink.branch.create(table_path, "from_tag", from_tag="v1") == 1
     assert branch_ids(table_path, "from_tag") == [0, 1]
+    write(spark.range(7, 8), table_path, "fast", branch="from_tag")
+    # The branch's own tags and snapshots (the tag was copied into the branch)
+    assert sorted(r.id for r in lakesink.read(spark, table_path, branch="from_tag", tag="v1").collect()) == [0, 1]
+    assert sorted(r.id for r in lakesink.read(spark, table_path, branch="from_tag", snapshot=2).collect()) == [0, 1, 7]
     assert lakesink.branch.create(table_path, "from_snap", from_snapshot=2) == 2
     assert branch_ids(table_path, "from_snap") == [0, 1, 2, 3]
     assert lakesink.branch.create(table_path, "blank", empty=True) is None
@@ -95,12 +99,116 @@ def test_a_missing_branch_is_a_clear_error_and_nothing_is_written(spark, table_p
     assert sorted(os.listdir(table_path)) == before
 
 
-def test_a_branch_of_a_keyed_table_refuses_writes_before_writing(spark, table_path):
-    lakesink.write(spark.range(0, 2), table_path, primary_key=["id"], options={"bucket": "1"})
-    lakesink.branch.create(table_path, "k")
-    with pytest.raises(lakesink.UnsupportedTableError, match="append tables"):
-        lakesink.write(spark.range(5, 6), table_path, options={"branch": "k"})
-    assert branch_ids(table_path, "k") == [0, 1]
+def named(spark, lo: int, hi: int, name: str):
+    from pyspark.sql import functions as F
+    return spark.range(lo, hi).withColumn("name", F.lit(name))
+
+
+def by_key(table) -> dict:
+    """{id: name} of a pypaimon table (main, or a branch through `copy({"branch": ...})`)."""
+    builder = table.new_read_builder()
+    rows = builder.new_read().to_arrow(builder.new_scan().plan().splits())
+    pairs = list(zip(rows.column("id").to_pylist(), rows.column("name").to_pylist()))
+    assert len({k for k, _ in pairs}) == len(pairs), "a key was returned twice"
+    return dict(sorted(pairs))
+
+
+def spark_by_key(df) -> dict:
+    rows = df.collect()
+    assert len({r.id for r in rows}) == len(rows), "a key was returned twice"
+    return dict(sorted((r.id, r.name) for r in rows))
+
+
+@pytest.mark.parametrize("table_options", [
+    pytest.param({"bucket": "2"}, id="fixed-bucket"),
+    pytest.param({}, marks=pytest.mark.full, id="dynamic-bucket"),
+    pytest.param({"bucket": "1", "deletion-vectors.enabled": "true"}, marks=pytest.mark.full, id="deletion-vectors"),
+])
+def test_a_keyed_table_written_on_a_branch_merges_there_and_main_is_unchanged_key_for_key(spark, table_path,
+                                                                                          table_options):
+    # Compaction after two sorted runs: the branch's writes compact the branch's buckets.
+    lakesink.write(named(spark, 0, 10, "a"), table_path, primary_key=["id"],
+                   options={**table_options, "num-sorted-run.compaction-trigger": "2"})
+    lakesink.branch.create(table_path, "audit")
+    write(named(spark, 5, 15, "b"), table_path, "fast", branch="audit")
+    # Sequence numbers planned on the branch's snapshots: this write's versions win over the last.
+    write(named(spark, 8, 12, "c"), table_path, "native", branch="audit")
+
+    main_rows = {i: "a" for i in range(10)}
+    branch_rows = {**main_rows, **{i: "b" for i in range(5, 15)}, **{i: "c" for i in range(8, 12)}}
+    main = FileStoreTable.from_path(table_path)
+    assert by_key(main) == main_rows
+    assert [s.commit_kind for s in snapshots(table_path)] == ["APPEND"]
+    branched = main.copy({"branch": "audit"})
+    assert by_key(branched) == branch_rows
+    if "deletion-vectors.enabled" not in table_options:  # (merged on write instead)
+        assert "COMPACT" in [s.commit_kind for s in branched.snapshot_manager().list_snapshots()]
+    assert spark_by_key(lakesink.read(spark, table_path, branch="audit")) == branch_rows
+    assert spark_by_key(spark.read.format("paimon").option("branch", "audit").load(table_path)) == branch_rows
+    assert spark_by_key(spark.read.format("paimon").load(table_path)) == main_rows
+
+    lakesink.branch.fast_forward(table_path, "audit")
+    assert by_key(FileStoreTable.from_path(table_path)) == branch_rows
+    # Main goes on from the branch's state, its sequence numbers above the branch's.
+    write(named(spark, 9, 10, "z"), table_path, "native")
+    assert by_key(FileStoreTable.from_path(table_path)) == {**branch_rows, 9: "z"}
+
+
+@pytest.mark.full
+def test_a_postpone_bucket_branch_is_compacted_on_the_branch(spark, table_path):
+    lakesink.write(named(spark, 0, 10, "a"), table_path, primary_key=["id"],
+                   options={"bucket": "-2", "postpone.default-bucket-num": "2"})
+    lakesink.compact(spark, table_path)
+    lakesink.branch.create(table_path, "p")
+    write(named(spark, 5, 12, "b"), table_path, "native", branch="p")
+    main = FileStoreTable.from_path(table_path)
+    main_rows = {i: "a" for i in range(10)}
+    assert by_key(main.copy({"branch": "p"})) == main_rows  # waiting in the branch's postpone buckets
+    lakesink.compact(spark, table_path, options={"branch": "p"})
+    assert by_key(main.copy({"branch": "p"})) == {**main_rows, **{i: "b" for i in range(5, 12)}}
+    assert by_key(main) == main_rows and [s.commit_kind for s in snapshots(table_path)] == ["APPEND", "COMPACT"]
+
+
+@pytest.mark.parametrize("mode", ["fast", *(pytest.param(m, marks=pytest.mark.full)
+                                          for m in ("native", "native-pipelined", "fast-pipelined"))])
+def test_a_stream_into_a_branch_commits_each_micro_batch_there_once(spark, tmp_path, mode):
+    from pathlib import Path
+
+    from tests.crash.harness import make_source
+    from tests.spark.test_streaming import commit_user_of, run, start
+
+    source, table, chk = tmp_path / "source", str(tmp_path / "t"), str(tmp_path / "chk")
+    old = spark.createDataFrame([(i, "old", i % 3) for i in range(15)], "id long, name string, grp int")
+    lakesink.write(old, table, primary_key=["id"], options={"bucket": "2"})
+    lakesink.branch.create(table, "s")
+    make_source(source, files=2, rows_per_file=10)  # batch k: ids 10k .. 10k+9, named row-<id>
+    run(spark, mode, source, table, chk, {"branch": "s"})
+
+    main_rows = {i: "old" for i in range(15)}
+    branch_rows = {i: f"row-{i}" for i in range(20)}
+    main = FileStoreTable.from_path(table)
+    branched = main.copy({"branch": "s"})
+    assert by_key(main) == main_rows and by_key(branched) == branch_rows
+    user = commit_user_of(chk)
+    ours = [s for s in branched.snapshot_manager().list_snapshots() if s.commit_user == user]
+    assert [s.commit_identifier for s in ours if s.commit_kind == "APPEND"] == [0, 1]
+    assert os.listdir(f"{table}/branch/branch-s/_lakesink/commit-users")
+
+    # The driver died after batch 1's snapshot, before Spark's commit log: Spark runs it again.
+    commits = Path(chk, "commits")
+    for name in ("1", ".1.crc"):
+        (commits / name).unlink(missing_ok=True)
+    before = len(branched.snapshot_manager().list_snapshots())
+    run(spark, mode, source, table, chk, {"branch": "s"})
+    assert (commits / "1").exists(), "Spark did not replay the batch"
+    assert len(branched.snapshot_manager().list_snapshots()) == before, "the replay made a snapshot"
+    assert by_key(branched) == branch_rows and by_key(main) == main_rows
+    assert [s.commit_kind for s in snapshots(table)] == ["APPEND"]
+
+    # The checkpoint belongs to the branch: pointed at main it refuses before anything is written.
+    with pytest.raises(lakesink.CheckpointMismatchError, match=r"branch_s"):
+        query = start(spark, "fast", source, table, chk)
+        query.stop()
 
 
 def test_reads_that_cannot_read_a_branch_refuse_it_rather_than_read_main(spark, table_path):
@@ -108,5 +216,6 @@ def test_reads_that_cannot_read_a_branch_refuse_it_rather_than_read_main(spark, 
     lakesink.branch.create(table_path, "b")
     with pytest.raises(lakesink.ConfigurationError, match="streams main only"):
         lakesink.read_stream(spark, table_path, options={"branch": "b"})
-    with pytest.raises(Exception, match="reads main only"):
-        spark.read.format("paimon").option("branch", "b").load(table_path).collect()
+    with pytest.raises(lakesink.ConfigurationError, match="CREATE / REPLACE TABLE AS"):
+        lakesink.create_table_as(spark.range(0, 2), f"{table_path}-new", options={"branch": "b"})
+    assert not os.path.exists(f"{table_path}-new")

@@ -99,6 +99,43 @@ def test_tags_can_be_created_listed_and_deleted(table):
     assert json.loads(invoke("tag", "list", table, "-o", "json").output) == []
 
 
+def test_branches_are_created_listed_fast_forwarded_and_deleted(table):
+    from lakesink.paimon import PaimonTarget
+    from lakesink.protocol.committer import Committer
+
+    assert json.loads(invoke("branch", "create", table, "audit", "-o", "json").output) == \
+        {"branch": "audit", "snapshot_id": 3}
+    assert invoke("branch", "create", table, "old", "--from-snapshot", "1").exit_code == 0
+    assert invoke("branch", "create", table, "blank", "--empty").exit_code == 0
+    on_branch = Writer(table, user="auditor")  # its commits go to the branch
+    on_branch.target = PaimonTarget(table, branch="audit")
+    on_branch.committer = Committer(on_branch.target, "auditor")
+    on_branch.next_id = 100
+    on_branch.commit(rows=2)
+
+    listed = json.loads(invoke("branch", "list", table, "-o", "json").output)
+    assert listed == [{"branch": "audit", "snapshot_id": 4}, {"branch": "blank", "snapshot_id": None},
+                      {"branch": "old", "snapshot_id": 1}]
+    text = invoke("branch", "list", table).output
+    assert "audit" in text and "blank" in text
+    assert sorted(read_table(table).column("id").to_pylist()) == [0, 1, 2, 3, 4, 5]
+
+    assert json.loads(invoke("branch", "fast-forward", table, "audit", "-o", "json").output) == \
+        {"branch": "audit", "main_snapshot_id": 4}
+    assert sorted(read_table(table).column("id").to_pylist()) == [0, 1, 2, 3, 4, 5, 100, 101]
+    assert invoke("branch", "delete", table, "old").exit_code == 0
+    assert [b["branch"] for b in json.loads(invoke("branch", "list", table, "-o", "json").output)] == \
+        ["audit", "blank"]
+
+    missing = CliRunner().invoke(cli, ["branch", "delete", table, "nope", "-o", "json"])
+    assert missing.exit_code == 1
+    error = json.loads(missing.output)["error"]
+    assert error["type"] == "BranchNotFoundError" and "lakesink.branch.create" in error["message"]
+    both = CliRunner().invoke(cli, ["branch", "create", table, "x", "--empty", "--from-snapshot", "1"])
+    assert both.exit_code == 2 and "at most one" in both.output
+    assert not os.path.exists(os.path.join(table, "branch", "branch-x"))
+
+
 def test_rollback_to_a_snapshot_removes_the_newer_ones(table):
     assert invoke("rollback", table, "1").exit_code == 0
     assert [s.id for s in snapshots(table)] == [1]

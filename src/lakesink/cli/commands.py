@@ -1,4 +1,4 @@
-"""The commands of `lakesink`: inspecting tables, maintenance, tags, consumers, compaction."""
+"""The commands of `lakesink`: inspecting tables, maintenance, tags, branches, consumers, compaction."""
 
 from __future__ import annotations
 
@@ -298,6 +298,68 @@ def tag_list(obj: State, table):
     obj.emit(rows, rows_text(rows, f"tags of {table}", ["tag", "snapshot_id", "committed_at"]))
 
 
+# ---------------------------------------------------------------- branches
+
+@cli.group(epilog=EXIT_CODES)
+def branch():
+    """Create, list, delete and fast-forward Paimon branches (<table>/branch/branch-<name>/)."""
+
+
+@branch.command("create", epilog=EXIT_CODES)
+@click.argument("table")
+@click.argument("name")
+@click.option("--from-tag", "from_tag", metavar="TAG", help="Start at this tag (copied into the branch).")
+@click.option("--from-snapshot", "from_snapshot", type=click.IntRange(min=1), metavar="ID",
+              help="Start at this snapshot of main.")
+@click.option("--empty", is_flag=True, help="Paimon's empty branch: main's schema, no rows.")
+@common_options()
+@click.pass_obj
+def branch_create(obj: State, table, name, from_tag, from_snapshot, empty):
+    """Create branch NAME of TABLE, at main's latest snapshot unless told otherwise."""
+    if sum(x is not None for x in (from_tag, from_snapshot)) + bool(empty) > 1:
+        raise click.UsageError("give at most one of --from-tag, --from-snapshot and --empty")
+    path, fs = obj.open(table)
+    snapshot = maintenance.create_branch(path, name, from_tag=from_tag, from_snapshot=from_snapshot, empty=empty,
+                                         fs_options=fs)
+    obj.emit({"branch": name, "snapshot_id": snapshot.id if snapshot is not None else None})
+
+
+@branch.command("list", epilog=EXIT_CODES)
+@click.argument("table")
+@common_options()
+@click.pass_obj
+def branch_list(obj: State, table):
+    """The branches of TABLE (main not included) and the latest snapshot of each."""
+    path, fs = obj.open(table)
+    rows = [{"branch": n, "snapshot_id": s} for n, s in maintenance.branch_heads(path, fs)]
+    obj.emit(rows, rows_text(rows, f"branches of {table}", ["branch", "snapshot_id"]))
+
+
+@branch.command("delete", epilog=EXIT_CODES)
+@click.argument("table")
+@click.argument("name")
+@common_options()
+@click.pass_obj
+def branch_delete(obj: State, table, name):
+    """Delete branch NAME of TABLE; files only it used become orphans (`lakesink remove-orphans`)."""
+    path, fs = obj.open(table)
+    maintenance.delete_branch(path, name, fs)
+    obj.emit({"deleted_branch": name})
+
+
+@branch.command("fast-forward", epilog=EXIT_CODES)
+@click.argument("table")
+@click.argument("name")
+@common_options()
+@click.pass_obj
+def branch_fast_forward(obj: State, table, name):
+    """Make main of TABLE the state of branch NAME (main's snapshots from the branch's earliest on
+    are replaced by the branch's)."""
+    path, fs = obj.open(table)
+    latest = maintenance.fast_forward_branch(path, name, fs)
+    obj.emit({"branch": name, "main_snapshot_id": latest.id})
+
+
 # ---------------------------------------------------------------- consumers
 
 @cli.group(epilog=EXIT_CODES)
@@ -386,9 +448,10 @@ def _partitions_callback(ctx, param, values):
 @click.option("--full/--triggered", default=True,
               help="Primary-key tables: compact every bucket (default), or only buckets whose sorted runs "
                    "pass num-sorted-run.compaction-trigger.")
+@click.option("--branch", "branch_name", metavar="NAME", help="Compact this Paimon branch (default: main).")
 @common_options()
 @click.pass_obj
-def compact(obj: State, table, partitions, target_size, local, full):
+def compact(obj: State, table, partitions, target_size, local, full, branch_name):
     """Rewrite small files into one COMPACT snapshot; safe beside running writers."""
     from ..spark.compact import compact as run_compaction
     path, fs = obj.open(table)
@@ -399,7 +462,7 @@ def compact(obj: State, table, partitions, target_size, local, full):
     with obj.progress() as progress:
         report = run_compaction(spark, path, partitions=partitions or None, target_size=target_size, full=full,
                                 progress=(lambda done, total: progress("rewriting", done, total)) if progress else False,
-                                options=fs)
+                                options={**(fs or {}), **({"branch": branch_name} if branch_name else {})})
     obj.emit({"snapshot_id": report.snapshot_id, "files_removed": report.files_removed,
               "files_added": report.files_added, "rows_rewritten": report.rows_added,
               "bytes_removed": report.bytes_removed, "bytes_added": report.bytes_added,

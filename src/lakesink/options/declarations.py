@@ -166,8 +166,8 @@ _declare(
            "or neither. Streams take the batch id.", minimum=0, maximum=MAX_COMMIT_IDENTIFIER,
            default_text="Paimon's batch identifier", also=("jdbc",)),
     Option("branch", "write", "string", None, "Paimon branch to write (or read): its snapshots live in "
-           "`<table>/branch/branch-<name>/`, main is unchanged (docs/branches.md). The branch must exist "
-           "(`lakesink.branch.create`); batch appends and overwrites of append tables only for now.",
+           "`<table>/branch/branch-<name>/`, main is unchanged (docs/branches.md). The table and the branch "
+           "must exist (`lakesink.branch.create`); every write path and table kind; batch reads only.",
            default_text="main", also=("read",)),
     Option("partitionOverwriteMode", "write", "choice", "static", "Spark's name: `static` overwrites the "
            "whole table, `dynamic` only the partitions written.", choices=("static", "dynamic")),

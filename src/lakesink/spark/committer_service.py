@@ -163,6 +163,7 @@ def _rounds_behind(store: StateStore, options: dict) -> bool:
     from ..errors import UnsupportedTableError
     from ..paimon.compaction.keyed_aggregator import compacts_after_commit
     from ..paimon.keyed.lsm_policy import check_compactable
+    from ..paimon.table.branches import parse_description
     from ..paimon.table.tables import open_table
     from ..paimon.write.stream import SINK_FILE
     from ..protocol.coordinator import saved_progress
@@ -170,7 +171,8 @@ def _rounds_behind(store: StateStore, options: dict) -> bool:
     binding = store.read_json(SINK_FILE)
     if not isinstance(binding, dict):
         return False  # never bound: nothing to compact after
-    table = open_table(binding["table"], storage_options(options) or None)
+    path, branch = parse_description(binding["table"])
+    table = open_table(path, storage_options(options) or None, branch)
     if table is None or not compacts_after_commit(dict(table.table_schema.options), table.primary_keys):
         return False  # the table is gone, or its writes never compact
     try:
@@ -190,6 +192,7 @@ def _sink_here(checkpoint: str, store: StateStore, options: dict, missing_ok: bo
     """The checkpoint's sink, built from its binding and the table's own schema (None when
     the table no longer exists and `missing_ok`)."""
     from ..options import WriteOptions
+    from ..paimon.table.branches import parse_description
     from ..paimon.table.tables import arrow_schema, open_table
     from ..paimon.write.stream import SINK_FILE, StreamSink
 
@@ -197,14 +200,16 @@ def _sink_here(checkpoint: str, store: StateStore, options: dict, missing_ok: bo
     if binding is None:
         raise BackgroundCommitError(f"{checkpoint} has pending batches but no sink.json: not a lakesink "
                                     "stream checkpoint, or a damaged one.")
-    write_options = WriteOptions.parse({**options, "checkpointLocation": checkpoint})
-    table = open_table(binding["table"], write_options.fs_options or None)
+    path, branch = parse_description(binding["table"])  # a branch's stream writes that branch
+    extra = {"checkpointLocation": checkpoint, **({"branch": branch} if branch else {})}
+    write_options = WriteOptions.parse({**{k: v for k, v in options.items() if k.lower() != "branch"}, **extra})
+    table = open_table(path, write_options.fs_options or None, branch)
     if table is None:
         if missing_ok:
             return None
         raise BackgroundCommitError(f"{checkpoint} has pending batches for {binding['table']}, "
                                     "which no longer exists.")
-    return StreamSink(binding["table"], checkpoint, arrow_schema(table), write_options, "lakesink.await_commits",
+    return StreamSink(path, checkpoint, arrow_schema(table), write_options, "lakesink.await_commits",
                       query_id(checkpoint, write_options.fs_options))
 
 

@@ -67,8 +67,10 @@ def compact(spark, path: str, partitions: Sequence[Mapping[str, object]] | None 
     if max_attempts < 1:
         raise ConfigurationError(f"max_attempts must be at least 1, got {max_attempts}")
     resolved = resolve_for(spark, path) if spark is not None else resolve(path, None)
-    fs_options = resolved.with_fs_options(options)
-    target = PaimonTarget(resolved.path, fs_options=fs_options or None)
+    # Option branch: the branch's snapshots are compacted (main's untouched).
+    branch = next((str(v) for k, v in (options or {}).items() if str(k).lower() == "branch"), None)
+    fs_options = resolved.with_fs_options({k: v for k, v in (options or {}).items() if str(k).lower() != "branch"})
+    target = PaimonTarget(resolved.path, fs_options=fs_options or None, branch=branch)
     table = target.table()
     if table is None:
         raise TableNotFoundError(f"Table {target.path} does not exist: nothing to compact.", table=target.path)

@@ -50,6 +50,11 @@ def _run(df, path, partition_by, options, replace, if_not_exists, via):
     atomic = registry.parse(raw, ("ctas",)).get(ATOMICITY_OPTION, registry.option(ATOMICITY_OPTION).default)
     if via not in ("fast", "native"):
         raise ConfigurationError(f"via={via!r}: expected 'fast' or 'native'.")
+    if any(k.lower() == "branch" for k in options):
+        raise ConfigurationError(
+            "option branch: CREATE / REPLACE TABLE AS makes a table's main branch. Create the table, then "
+            "the branch (lakesink.branch.create), then write it with lakesink.write(..., options={'branch': "
+            "...}). Nothing was written.", option="branch")
     if not atomic:
         if replace:  # REPLACE TABLE replaces the whole table, whatever the session's overwrite mode
             options["partitionOverwriteMode"] = "static"

@@ -122,8 +122,11 @@ class PaimonDataSource(DataSource):
 
     def schema(self):
         from ..paimon.table.tables import arrow_schema, open_table
+        from .reader import read_branch
         resolved = self._resolve()
-        table = open_table(resolved.path, registry.storage_options(self._options(resolved)) or None)
+        branch = read_branch(registry.parse({k: v for k, v in self.options.items() if k.lower() == "branch"},
+                                            ("read",)))
+        table = open_table(resolved.path, registry.storage_options(self._options(resolved)) or None, branch)
         if table is None:
             raise TableNotFoundError(f"Table {resolved} does not exist.", table=str(resolved))
         schema = arrow_schema(table)
@@ -147,21 +150,21 @@ class PaimonDataSource(DataSource):
         resolved = self._resolve("write")
         return PaimonStreamWriter(resolved.path, self._options(resolved), schema, overwrite, resolved.entry)
 
-    def _refuse_branch_read(self) -> None:
-        # The pypaimon-backed reader reads main; never hand a branch read main's rows.
+    def _refuse_branch_stream(self) -> None:
+        # The stream reader follows main's snapshots; never hand a branch stream main's rows.
         if any(k.lower() == "branch" for k in self.options):
-            raise ConfigurationError("option branch: spark.read.format('paimon') reads main only for now; read a "
-                                     "branch with lakesink.read(spark, table, branch=...).", option="branch")
+            raise ConfigurationError("option branch: spark.readStream.format('paimon') streams main only; read a "
+                                     "branch in batch with spark.read.format('paimon').option('branch', ...) or "
+                                     "lakesink.read(spark, table, branch=...).", option="branch")
 
     def reader(self, schema):
         from .reader import PaimonBatchReader
-        self._refuse_branch_read()
         resolved = self._resolve()
         return PaimonBatchReader(resolved.path, self._options(resolved), schema)
 
     def streamReader(self, schema):
         from .stream_reader import PaimonStreamReader
-        self._refuse_branch_read()
+        self._refuse_branch_stream()
         resolved = self._resolve()
         return PaimonStreamReader(resolved.path, self._options(resolved), schema)
 

@@ -59,13 +59,10 @@ def read(spark, path: str, *, snapshot: int | None = None, tag: str | None = Non
     conjuncts = [c for c in conjuncts if c.column not in LINEAGE]  # stats are the table columns'
     planned = scan.plan_snapshot(table, resolved, scan.to_predicate(table, conjuncts))
     blockers = scan.fast_path_blockers(table, planned)
-    if blockers and branch:
-        raise ConfigurationError(f"lakesink.read({path}, branch={branch!r}): this table is read through pypaimon "
-                                 f"({'; '.join(blockers)}), which lakesink does not point at a branch yet. Read the "
-                                 "branch with pypaimon: table.copy({'branch': ...}).", option="branch", table=path)
     if blockers:
         log.info("lakesink.read(%s) reads through pypaimon: %s", path, "; ".join(blockers))
-        df = _native(spark, table.table_path, resolved, {**fs_options, **system}, pushdown=bool(conjuncts))
+        df = _native(spark, table.table_path, resolved, {**fs_options, **system}, pushdown=bool(conjuncts),
+                     branch=branch)
     elif not planned.splits:
         if system:
             from .reader import with_system_columns
@@ -144,9 +141,11 @@ def _time_travel(options: dict | None, snapshot, tag, timestamp):
 _PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 
 
-def _native(spark, path: str, snapshot, fs_options: dict, pushdown: bool = False):
+def _native(spark, path: str, snapshot, fs_options: dict, pushdown: bool = False, branch: str | None = None):
     activate(spark)  # callers may be in a thread of their own
     reader = spark.read.format(FORMAT).options(**fs_options)
+    if branch is not None:
+        reader = reader.option("branch", branch)
     if pushdown:
         # The reader prunes files only by the filters Spark pushes into it (on object stores and
         # for keyed tables the only pruning there is), and Spark pushes none without this conf.
@@ -179,7 +178,7 @@ def read_stream(spark, path: str, *, consumer_id: str | None = None, starting="l
     >>> sdf = lakesink.read_stream(spark, "/data/wh/db.db/bronze", consumer_id="silver")   # doctest: +SKIP
     """
     if any(str(k).lower() == "branch" for k in (options or {})):
-        raise ConfigurationError("option branch: lakesink.read_stream streams main only for now; read a branch "
+        raise ConfigurationError("option branch: lakesink.read_stream streams main only; read a branch in batch "
                                  "with lakesink.read(spark, table, branch=...).", option="branch")
     resolved = resolve_for(spark, path)  # checked now, not when the query plans its first batch
     path = resolved.path

@@ -79,16 +79,23 @@ def exact_filter(spark_filter, arrow_types: dict) -> filters.Term | None:
 
 # ---------------------------------------------------------------- reading splits in tasks
 
+def read_branch(parsed: dict) -> str | None:
+    """The branch a read asks for (option `branch`, parsed), None for main."""
+    from ..paimon.table.branches import is_main
+    branch = parsed.get("branch")
+    return None if is_main(branch) else branch
+
+
 def read_splits(path: str, serialized: list, expected_schema, terms: list, fs_options: dict | None = None,
-                system_columns: bool = False):
-    """Yield Arrow record batches of `serialized` splits, filtered by `terms`, as `expected_schema`
-    (`system_columns`: with the rows' `_ROW_ID` and `_SEQUENCE_NUMBER`)."""
+                system_columns: bool = False, branch: str | None = None):
+    """Yield Arrow record batches of `serialized` splits (of `branch`, None: main), filtered by
+    `terms`, as `expected_schema` (`system_columns`: with the rows' `_ROW_ID` and `_SEQUENCE_NUMBER`)."""
     from pypaimon.read.split_serializer import deserialize_split_v1
 
     from ..paimon.files.lineage import COLUMNS
     from ..paimon.read.scan import open_for_read
 
-    table = open_for_read(path, fs_options)
+    table = open_for_read(path, fs_options, branch)
     key_fields = _key_fields(table)
     splits = [deserialize_split_v1(blob, table.partition_keys_fields, key_fields) for blob in serialized]
     builder = table.new_read_builder()
@@ -286,7 +293,8 @@ class PaimonBatchReader(DataSourceReader):
         self.path = path
         self.schema = schema
         self.fs_options = registry.storage_options(options) or None
-        table = scan.open_for_read(path, self.fs_options)
+        self.branch = read_branch(opts)  # the branch's snapshots, schema and tags (None: main)
+        table = scan.open_for_read(path, self.fs_options, self.branch)
         snapshot = scan.resolve_snapshot(table, snapshot=opts.get("scan.snapshot-id"),
                                          tag=opts.get("scan.tag-name"),
                                          timestamp=opts.get("scan.timestamp-millis"))
@@ -298,7 +306,7 @@ class PaimonBatchReader(DataSourceReader):
     def plan(self):
         from ..paimon.read import scan
 
-        table = scan.open_for_read(self.path, self.fs_options)
+        table = scan.open_for_read(self.path, self.fs_options, self.branch)
         snapshot = (table.snapshot_manager().get_snapshot_by_id(self.snapshot_id)
                     if self.snapshot_id is not None else None)
         if self.snapshot_id is not None and snapshot is None:
@@ -315,7 +323,7 @@ class PaimonBatchReader(DataSourceReader):
         if partition is None or getattr(partition, "splits", None) is None:
             return iter(())  # Spark's placeholder partition for an empty plan
         return read_splits(self.path, partition.splits, self.arrow_schema, self.terms, self.fs_options,
-                           self.system_columns)
+                           self.system_columns, self.branch)
 
 
 class PaimonFilteringBatchReader(PaimonBatchReader):

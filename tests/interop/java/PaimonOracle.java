@@ -5,6 +5,9 @@
 //       every row of the table's latest snapshot as one JSON object per line
 //   write <kind> <table> [<kind> <table> ...]
 //       creates a table with Paimon's own writer (kinds: see main), then prints nothing
+//   read-branch <table> <branch> <out.jsonl> [<table> <branch> <out.jsonl> ...]
+//       every row of the branch's latest snapshot (branch "main": main's), the table opened
+//       with the `branch` option
 //   mode <table> <out.json>
 //       {"bucket": <the bucket option>, "bucket_mode": <Paimon's BucketMode of the table>}
 //   changes <table> <out.jsonl> <after-snapshot>
@@ -97,6 +100,21 @@ public class PaimonOracle {
                 options.put(parts[0], parts[1]);
             }
             read(FileStoreTableFactory.create(io, new Path(args[1]), schema.copy(options)), args[2]);
+            return;
+        }
+        if (args[0].equals("read-branch")) {
+            // read-branch <table> <branch> <out.jsonl> [...]: the latest snapshot of a branch, the
+            // table opened with the `branch` option as Paimon's engines open one (its schema, snapshots).
+            for (int i = 1; i + 2 < args.length; i += 3) {
+                org.apache.paimon.options.Options options = new org.apache.paimon.options.Options();
+                options.set(org.apache.paimon.CoreOptions.PATH, args[i]);
+                options.set(org.apache.paimon.CoreOptions.BRANCH, args[i + 1]);
+                FileStoreTable t = FileStoreTableFactory.create(LocalFileIO.create(), options);
+                if (!args[i + 1].equals(t.coreOptions().branch())) {
+                    throw new IllegalStateException("opened branch " + t.coreOptions().branch() + ", not " + args[i + 1]);
+                }
+                read(t, args[i + 2]);
+            }
             return;
         }
         if (args[0].equals("changes")) {

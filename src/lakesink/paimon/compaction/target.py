@@ -116,7 +116,7 @@ class PaimonCompactionTarget(CompactionTarget[StagedFile]):
                           new: Sequence[StagedFile], properties: dict[str, str] | None = None) -> CommitReport:
         started = time.perf_counter()
         table = self.target.table(refresh=True)
-        identity.before_commit(table.file_io, self.target.path, commit_user,
+        identity.before_commit(table.file_io, self.target.identity_root, commit_user,
                                table.snapshot_manager().get_latest_snapshot())
         place(table, list(new))
         entries = ([_entry(table, _DELETE, f) for f in replaced]
@@ -137,7 +137,7 @@ class PaimonCompactionTarget(CompactionTarget[StagedFile]):
             commit.close()
         crashpoints.reached("after-compact")
         snapshot = self.target.committed_snapshot(commit_user, identifier)
-        identity.after_commit(table.file_io, self.target.path, commit_user, identifier,
+        identity.after_commit(table.file_io, self.target.identity_root, commit_user, identifier,
                               snapshot.id if snapshot else None)
         if snapshot is not None:
             refresh_derived(table, self.target.branch)

@@ -49,10 +49,11 @@ class DynamicPlan:
     assigners: int
     target_rows: int
     max_buckets: int = -1
+    branch: str | None = None  # the Paimon branch written (None: main): its snapshots' index
 
     def open(self):
         from ..table import tables
-        table = tables.open_table(self.path, self.fs_options)
+        table = tables.open_table(self.path, self.fs_options, self.branch)
         snapshot = None
         if table is not None and self.snapshot_id:
             snapshot = table.snapshot_manager().get_snapshot_by_id(self.snapshot_id)
@@ -69,7 +70,8 @@ def plan(target, spec: KeyedSpec, snapshot_id: int | None, default_assigners: in
         raise ConfigurationError("dynamic-bucket.max-buckets=0: it must be -1 (unlimited) or at least 1.",
                                  option="dynamic-bucket.max-buckets")
     return DynamicPlan(target.path, target.fs_options, snapshot_id or None,
-                       options.assigner_count(default_assigners), options.target_rows, options.max_buckets)
+                       options.assigner_count(default_assigners), options.target_rows, options.max_buckets,
+                       getattr(target, "branch", None))
 
 
 class Assigners:

@@ -49,10 +49,13 @@ from .retention import create_automatic_tags, expire_consumers, expire_partition
 from .tags import RollbackPlan, create_tag, delete_tag, plan_rollback, rollback, rollback_with_plan
 from .consumers import ConsumerInfo, clear_consumers, list_consumers, reset_consumer
 from .staging import StagingEntry, clean_staging
+from .branches import (branch_heads, create_branch, delete_branch, fast_forward as fast_forward_branch,
+                       list_branches)
 
 __all__ = ["after_commit", "maintain", "maintenance_for", "raise_failure", "record_failure", "ExpiryReport",
            "expire_snapshots", "finish_pending_expiry", "files", "history", "verify", "MaintenanceOptions",
            "Metadata", "list_tags", "live_entries", "open_table", "remove_orphans", "create_automatic_tags",
            "expire_consumers", "expire_partitions", "expire_tags_by_time", "create_tag", "delete_tag", "rollback",
            "RollbackPlan", "plan_rollback", "rollback_with_plan", "ConsumerInfo", "list_consumers",
-           "reset_consumer", "clear_consumers", "StagingEntry", "clean_staging"]
+           "reset_consumer", "clear_consumers", "StagingEntry", "clean_staging", "branch_heads", "create_branch",
+           "delete_branch", "fast_forward_branch", "list_branches"]

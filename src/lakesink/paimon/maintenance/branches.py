@@ -12,7 +12,7 @@ from ..table import branches as _mechanics
 from ..table.branches import snapshots_of_branches
 from ..table.tables import open_table
 
-__all__ = ["create_branch", "delete_branch", "fast_forward", "list_branches", "snapshots_of_branches"]
+__all__ = ["branch_heads", "create_branch", "delete_branch", "fast_forward", "list_branches", "snapshots_of_branches"]
 
 
 def _main(path: str, fs_options: dict | None):
@@ -29,6 +29,12 @@ def create_branch(path: str, name: str, from_tag=None, from_snapshot=None, empty
 
 def list_branches(path: str, fs_options: dict | None = None) -> list[str]:
     return _mechanics.list_branches(_main(path, fs_options))
+
+
+def branch_heads(path: str, fs_options: dict | None = None) -> list[tuple[str, int | None]]:
+    """(name, latest snapshot id or None when empty) of every branch, by name."""
+    table = _main(path, fs_options)
+    return [(name, _mechanics.latest_of(table, name)) for name in _mechanics.list_branches(table)]
 
 
 def delete_branch(path: str, name: str, fs_options: dict | None = None) -> None:

@@ -20,7 +20,7 @@ from pypaimon.tag.tag_manager import TagManager
 
 from ... import storage
 from ...errors import (BranchAlreadyExistsError, BranchNotFoundError, ConfigurationError, SnapshotNotFoundError,
-                       TableNotFoundError, TagNotFoundError, UnsupportedTableError)
+                       TableNotFoundError, TagNotFoundError)
 from . import compat
 
 MAIN = "main"
@@ -54,25 +54,39 @@ def _main(table, _fs_options=None):
     return table
 
 
-def check_writable(path: str, table, name: str, keyed: bool) -> None:
-    """Refuse, before anything is written, a write to branch `name` that cannot go there yet:
-    the table and the branch must exist, and the table must be an unaware-bucket append table
-    (keyed writes plan sequence numbers and compact on main's snapshots)."""
+def check_writable(path: str, table, name: str) -> None:
+    """Refuse, before anything is written, a write to branch `name` that cannot go there: the
+    table (`table`, main's, None when absent) and the branch must exist. A branch is never
+    created by a write (`lakesink.branch.create`)."""
     check_name(name)
     if table is None:
         raise TableNotFoundError(f"Table {storage.normalize(path)} does not exist: a write to branch {name!r} "
                                  "needs the table and the branch (lakesink.branch.create). Nothing was written.",
                                  table=path)
     _require(table, name)
-    if keyed:
-        raise UnsupportedTableError(
-            f"{table.table_path}: writes to branch {name!r} are supported for append tables without fixed "
-            "buckets only for now; primary-key and fixed-bucket tables are written on main. Nothing was "
-            "written.", table=str(table.table_path))
+
+
+def describe(path: str, name: str | None) -> str:
+    """How a stream's checkpoint names the table it writes: the path for main, else
+    `<path>$branch_<name>` (Paimon's name of a branch as a table): a checkpoint bound to one
+    branch refuses another, as it refuses another table."""
+    return path if is_main(name) else f"{path}$branch_{name}"
+
+
+def parse_description(text: str) -> tuple[str, str | None]:
+    """(path, branch or None) of a `describe` text."""
+    path, sep, name = text.rpartition("$branch_")
+    return (path, name) if sep and name and "/" not in name else (text, None)
 
 
 def list_branches(path, fs_options: dict | None = None) -> list[str]:
     return sorted(_main(path, fs_options).branch_manager().branches())
+
+
+def latest_of(table, name: str) -> int | None:
+    """The id of branch `name`'s latest snapshot (None: an empty branch)."""
+    latest = SnapshotManager(table.file_io, table.table_path, name).get_latest_snapshot()
+    return latest.id if latest is not None else None
 
 
 def exists(table, name: str) -> bool:

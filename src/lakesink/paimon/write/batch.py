@@ -211,7 +211,7 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
     fs_options = options.fs_options or None
     table = tables.open_table(path, fs_options)
     if options.branch:
-        branches.check_writable(path, table, options.branch, keyed=False)
+        branches.check_writable(path, table, options.branch)
         table = tables.open_table(path, fs_options, options.branch)
     # Refuse storages without an atomic snapshot publication before anything is written.
     publication_kind(storage.normalize(path),

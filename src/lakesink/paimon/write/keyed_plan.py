@@ -27,18 +27,22 @@ log = logging.getLogger(__name__)
 def wants_keyed(path: str, options: WriteOptions) -> bool:
     """Does this write go to (or create) a primary-key or fixed-bucket table?"""
     keyed_options = options.primary_keys or str(options.table_options.get("bucket", "-1")).strip() != "-1"
-    table = tables.open_table(path, options.fs_options or None) if options.branch or not keyed_options else None
-    keyed = keyed_options or (table is not None and is_keyed_table(table))
+    fs_options = options.fs_options or None
+    table = tables.open_table(path, fs_options) if options.branch or not keyed_options else None
     if options.branch:
-        branches.check_writable(path, table, options.branch, keyed)
-    return keyed
+        branches.check_writable(path, table, options.branch)
+        table = tables.open_table(path, fs_options, options.branch)  # the branch's schema decides
+    return keyed_options or (table is not None and is_keyed_table(table))
 
 
 def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions, plan_sequences: bool = True):
     """(target, layout, spec, next sequence numbers by (partition, bucket)) for one keyed write
     (streams plan sequence numbers per micro-batch: `plan_sequences=False` gives {})."""
     fs_options = options.fs_options or None
-    table = tables.open_table(path, fs_options)
+    # On a branch: its schema, its snapshots (sequence numbers, the conflict check, compaction).
+    table = tables.open_table(path, fs_options, options.branch)
+    if table is None and options.branch:
+        branches.check_writable(path, None, options.branch)  # a branch is never created by a write
     publication_kind(storage.normalize(path),
                      {**(table.table_schema.options if table else {}), **options.fs_options})
     if table is not None:
@@ -49,7 +53,8 @@ def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions, pl
                 f"bucket={options.table_options.get('bucket', '-1')} to it."
             )
         check_keyed_table(table, options.primary_keys)
-        iceberg.check(table)  # fixed-bucket append tables with Iceberg metadata
+        if not options.branch:  # Iceberg metadata follows main only
+            iceberg.check(table)  # fixed-bucket append tables with Iceberg metadata
         check_options_match(table, options)
         spec = KeyedSpec.of_table(table)
         rowkind = options.table_options.get("rowkind.field")
@@ -65,7 +70,7 @@ def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions, pl
             spec = KeyedSpec.resolve(table.primary_keys, table.partition_keys,
                                      {**table.table_schema.options, "rowkind.field": rowkind}, columns)
         layout = plan_layout(table, _keys_not_null(schema, table.primary_keys), options)
-        target = PaimonTarget(path, fs_options=fs_options)
+        target = PaimonTarget(path, fs_options=fs_options, branch=options.branch)
         latest = table.snapshot_manager().get_latest_snapshot()
         # Sequence numbers continue above what this snapshot holds: a commit landing in
         # our buckets after it would be overtaken by ours, so the commit checks from here.

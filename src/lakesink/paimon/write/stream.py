@@ -33,6 +33,7 @@ from ...protocol import Committer, CommitReport, PendingStore, crashpoints
 from ...protocol.binding import CheckpointBinding, sink_state
 from ...protocol.pipelined import IDLE_SECONDS, CheckpointLock, ask_to_stop, raise_recorded_error
 from ..commit import intents
+from ..table import branches
 from ..files.datafiles import StagedFile, TableLayout
 from .keyed_plan import compacts_automatically, prepare_keyed_target, wants_keyed
 from .batch import prepare_target
@@ -65,11 +66,6 @@ class StreamSink:
         # Another process runs the compaction rounds after this sink's commits (an engine that
         # commits in a process per batch hands them to a service: `compaction_rounds`).
         self.rounds_elsewhere = False
-        if options.branch:
-            raise ConfigurationError(
-                f"branch={options.branch!r}: {path_name} cannot write a Paimon branch yet (streams write main); "
-                "write the branch with lakesink.write or df.write.format('paimon') in a batch job, or "
-                "foreachBatch. Nothing was written.", option="branch", table=path)
         if wants_keyed(path, options):
             self.target, self.layout, self.keyed, _ = prepare_keyed_target(path, schema, options,
                                                                             plan_sequences=False)
@@ -95,7 +91,9 @@ class StreamSink:
             self.bind()
 
     def _binding(self) -> CheckpointBinding:
-        return CheckpointBinding(self.store, self.checkpoint, SINK_FILE, SINK_FORMAT, self.target.describe())
+        # A branch's stream is bound to the branch: its commit identities are the branch's.
+        return CheckpointBinding(self.store, self.checkpoint, SINK_FILE, SINK_FORMAT,
+                                 branches.describe(self.target.describe(), self.target.branch))
 
     def _check_binding(self, explicit_user: str | None) -> str | None:
         """The commit user this checkpoint is bound to (None if unbound); fails for another table."""
