@@ -3,15 +3,15 @@ reads, writes, catalogs and maintenance, one package each (docs/design.md has th
 
 from .files.datafiles import StagedFile, TableLayout, describe_parquet
 from .commit.target import PaimonTarget, TableSpec
-from .commit import target as _target
+from .commit import hooks as _hooks
 from . import iceberg as _iceberg
 from . import maintenance
 from .keyed import dynamic as _dynamic
 from .compaction import merge_on_write as _merge_on_write
 
-_target.maintenance = maintenance  # every commit runs background maintenance, a layer above it, through this
-_target.dynamic_index = _dynamic  # dynamic-bucket commits write their hash index through this
-_target.iceberg = _iceberg  # commits of tables with metadata.iceberg.storage refresh their Iceberg metadata
-_target.merge_on_write = _merge_on_write  # deletion-vector tables leave level 0 at each commit through this
+_hooks.maintenance = maintenance  # every commit runs background maintenance, a layer above it, through this
+_hooks.dynamic_index = _dynamic  # dynamic-bucket commits write their hash index through this
+_hooks.iceberg = _iceberg  # commits of tables with metadata.iceberg.storage refresh their Iceberg metadata
+_hooks.merge_on_write = _merge_on_write  # deletion-vector tables leave level 0 at each commit through this
 
 __all__ = ["PaimonTarget", "TableSpec", "StagedFile", "TableLayout", "describe_parquet"]

@@ -24,7 +24,7 @@ from ...errors import CommitConflictError
 from ...protocol import crashpoints
 from ...protocol.target import CommitReport, Overwrite
 from ..files.datafiles import StagedFile, place
-from . import identity, intents, target
+from . import hooks, identity, intents
 from .file_store import new_file_store_commit
 from .target import PaimonTarget, _Publications
 
@@ -45,11 +45,11 @@ class RowLevelTarget(PaimonTarget):
         if not self.removed:
             return super().commit(commit_user, identifier, committables, overwrite, properties)
         started = time.perf_counter()
-        target.maintenance.raise_failure(self.path, self.file_io)
+        hooks.maintenance.raise_failure(self.path, self.file_io)
         table = self.table(refresh=True)
         files = list(committables)
         self._check_schema_ids(table, files)
-        target.check_derived(table)
+        hooks.check_derived(table)
         latest = table.snapshot_manager().get_latest_snapshot()
         identity.before_commit(self.file_io, self.path, commit_user, latest)
         intents.declare_placement(table, files)
@@ -85,12 +85,12 @@ class RowLevelTarget(PaimonTarget):
                               rows_removed=sum(f.row_count for f in self.removed),
                               bytes_removed=sum(f.file_size for f in self.removed))
         if snapshot is not None:
-            target.refresh_derived(table)
+            hooks.refresh_derived(table)
         report.duration_ms = (time.perf_counter() - started) * 1000
         for hook in self.after_commit:
             hook(table, report)
         if self.maintenance:
-            target.maintenance.after_commit(self.path, table, report, self.fs_options)
+            hooks.maintenance.after_commit(self.path, table, report, self.fs_options)
         return report
 
 

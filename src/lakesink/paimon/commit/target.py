@@ -27,34 +27,10 @@ from ...errors import CommitConflictError, SchemaMismatchError, TableNotFoundErr
 from ...protocol import crashpoints
 from ...protocol.target import CommitReport, CommitTarget, Overwrite
 from ..table import branches, evolution, tables
-from . import identity, intents, key_ranges
+from . import hooks, identity, intents, key_ranges
 from ..files.datafiles import StagedFile, encode_message, encoding_key, place, table_path_of
 
 log = logging.getLogger(__name__)
-
-# Background maintenance after each commit is `paimon.maintenance`, a layer above commits:
-# `lakesink.paimon`, imported before any of its modules, puts it here.
-maintenance = None
-# Dynamic-bucket tables' hash index (`paimon.keyed.dynamic`, a layer above commits), put here the same way.
-dynamic_index = None
-# Iceberg metadata of tables with metadata.iceberg.storage (`paimon.iceberg`), put here the same way.
-iceberg = None
-
-
-def check_derived(table, branch: str | None = None) -> None:
-    """Before anything moves: refuse a table whose derived metadata (Iceberg) cannot follow it."""
-    if iceberg is not None and branch is None:
-        iceberg.check(table, history=False)  # the write's planning checked the older schemas
-
-
-def refresh_derived(table, branch: str | None = None) -> None:
-    """After a snapshot of main landed: its derived metadata (Iceberg) follows. Never raises: the
-    snapshot is committed, and the next commit or maintenance repairs what fails here."""
-    if iceberg is not None and branch is None:
-        iceberg.after_commit(table)
-
-# Deletion-vector tables' merge on write (`paimon.compaction.merge_on_write`), put here the same way.
-merge_on_write = None
 
 class TableSpec:
     """How to create the table on first commit, when it does not exist yet."""
@@ -187,7 +163,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
         below this commit's sequence numbers, and the other writer holds none of them)."""
         if latest is None or latest.id <= check_from:
             return check_from, True
-        merged_on_write = merge_on_write is not None and merge_on_write.enabled(table)
+        merged_on_write = hooks.merge_on_write is not None and hooks.merge_on_write.enabled(table)
         owners = {(tuple(f.partition), f.bucket) for f in files}
         partitions = {p for p, _ in owners}
         # Primary-key tables: another writer's APPEND files in our buckets whose keys do not meet
@@ -240,25 +216,25 @@ class PaimonTarget(CommitTarget[StagedFile]):
 
     def found_landed(self, commit_user: str, identifier: int) -> None:
         """Its commit may have died between the snapshot and the derived metadata: refreshed now."""
-        if iceberg is None or self.branch is not None:
+        if hooks.iceberg is None or self.branch is not None:
             return
         try:
             known = self.table()  # the option lives in the schema: no fresh open for tables without it
-            if known is None or not iceberg.enabled(known):
+            if known is None or not hooks.iceberg.enabled(known):
                 return
             table = self.table(refresh=True)
         except Exception:  # derived state only: the next commit or maintenance refreshes it
             log.exception("could not open %s to refresh its derived metadata", self.path)
             return
         if table is not None:
-            refresh_derived(table, self.branch)
+            hooks.refresh_derived(table, self.branch)
 
     # -- commit ------------------------------------------------------------
     def commit(self, commit_user: str, identifier: int, committables: Sequence[StagedFile],
                overwrite: Overwrite | None = None,
                properties: dict[str, str] | None = None) -> CommitReport:
         started = time.perf_counter()
-        maintenance.raise_failure(self.path, self.file_io)  # an earlier background run failed
+        hooks.maintenance.raise_failure(self.path, self.file_io)  # an earlier background run failed
         table = self.table_or_create()
         files = list(committables)
         if evolution.ensure_schemas(table, files):
@@ -267,7 +243,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
             table = self.table(refresh=True)
             crashpoints.reached("schema-written")
         self._check_schema_ids(table, files)
-        check_derived(table, self.branch)
+        hooks.check_derived(table, self.branch)
         latest = table.snapshot_manager().get_latest_snapshot()
         fixed = table.total_buckets if table.total_buckets and table.total_buckets > 0 else None
         if fixed:
@@ -284,7 +260,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
             partitions = {tuple(f.partition) for f in files}
 
             def guard(snapshot, base=check_from or 0):
-                reason = dynamic_index.partition_conflict(table, base, snapshot, partitions, commit_user, identifier)
+                reason = hooks.dynamic_index.partition_conflict(table, base, snapshot, partitions, commit_user, identifier)
                 if reason is None:
                     return None
                 return CommitConflictError(
@@ -308,9 +284,9 @@ class PaimonTarget(CommitTarget[StagedFile]):
         if dynamic and files:
             # An overwrite's index starts empty: the keys it replaces are gone (pypaimon's overwrite
             # drops the replaced partitions' index files; ours replace those of the buckets written).
-            index, index_writer = dynamic_index.index_changes(table, files, latest, fresh=overwrite is not None)
+            index, index_writer = hooks.dynamic_index.index_changes(table, files, latest, fresh=overwrite is not None)
         merged = None
-        if files and merge_on_write is not None and merge_on_write.enabled(table):
+        if files and hooks.merge_on_write is not None and hooks.merge_on_write.enabled(table):
             if overwrite is not None and latest is None:
                 overwrite = None  # nothing to replace: the first commit of a new table, as an append
             if overwrite is not None:
@@ -321,10 +297,10 @@ class PaimonTarget(CommitTarget[StagedFile]):
                     table=self.path)
             # Level 0 leaves before the snapshot: the files committed are the merged runs. What a
             # killed earlier attempt of this user placed and never published goes first.
-            record = merge_on_write.record_path(self.identity_root, commit_user)
-            merge_on_write.settle_previous(record, self.fs_options,
+            record = hooks.merge_on_write.record_path(self.identity_root, commit_user)
+            hooks.merge_on_write.settle_previous(record, self.fs_options,
                                            lambda i: self.committed_snapshot(commit_user, i) is not None)
-            merged = merge_on_write.merge_commit(table, files, merge_on_write.staging_dir(self.path),
+            merged = hooks.merge_on_write.merge_commit(table, files, hooks.merge_on_write.staging_dir(self.path),
                                                  self.fs_options, record)
         committed = merged.added if merged is not None else files
         identity.before_commit(self.file_io, self.identity_root, commit_user, latest)
@@ -394,13 +370,13 @@ class PaimonTarget(CommitTarget[StagedFile]):
                               attempts=attempts.count,
                               files_added=len(data), rows_added=rows, bytes_added=size)
         if snapshot is not None:
-            refresh_derived(table, self.branch)
+            hooks.refresh_derived(table, self.branch)
         report.duration_ms = (time.perf_counter() - started) * 1000
         for hook in self.after_commit:
             hook(table, report)
         # Background expiry runs on main only: a branch's snapshots share files with main's.
         if getattr(self, "maintenance", True) and self.branch is None:
-            maintenance.after_commit(self.path, table, report, self.fs_options)
+            hooks.maintenance.after_commit(self.path, table, report, self.fs_options)
         return report
 
     def _check_bucket_counts(self, table, files: Sequence[StagedFile], fixed: int, commit_user: str,

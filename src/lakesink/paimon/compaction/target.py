@@ -34,7 +34,8 @@ from . import outputs as compact_outputs
 from ..commit import identity
 from ..commit.file_store import new_file_store_commit
 from ..files.datafiles import StagedFile, place
-from ..commit.target import PaimonTarget, refresh_derived
+from ..commit.hooks import refresh_derived
+from ..commit.target import PaimonTarget
 
 log = logging.getLogger(__name__)
 

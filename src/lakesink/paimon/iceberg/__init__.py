@@ -2,7 +2,7 @@
 schema as Iceberg types (`schema`), a file's statistics as Iceberg metrics (`metrics`), Iceberg's
 Avro manifests (`avro_files`), the table metadata document (`metadata`), and `sync.refresh`, which
 makes `<table>/metadata/` describe the latest snapshot (docs/iceberg.md). Commits reach it through
-`commit.target.iceberg`, set by `lakesink.paimon`."""
+`commit.hooks.iceberg`, set by `lakesink.paimon`."""
 
 from __future__ import annotations
 
