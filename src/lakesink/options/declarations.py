@@ -563,6 +563,11 @@ _unhonoured(
                "lakesink writes every batch into a postpone-bucket table's postpone bucket, as streams do; "
                "it does not pick bucket counts for a batch and write it into real buckets directly. Rows "
                "become visible with `lakesink.compact`. Unset the option or set it to false."),
+    Unhonoured("cross-partition-upsert.index-ttl", (),
+               "With it Paimon's cross-partition writers forget keys whose files are older than the TTL, and "
+               "a later row of such a key lands beside it in another partition; lakesink reads every key of "
+               "the table before each write and keeps each key in one partition. Unset the option, or write "
+               "the table with Apache Paimon's Java writers."),
     Unhonoured("sequence.snapshot-ordering", ("false",),
                "With it (Paimon 2.0) the versions of a key are ordered first by the snapshot that committed "
                "them, stamped on each data file at commit, then by sequence number; lakesink's commits do "
