@@ -37,7 +37,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ...errors import UnsupportedTableError
 from .layout import RETRACT_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec
 
 DELETE_KIND = 3
@@ -120,10 +119,6 @@ def live_keys(file_io, paths, spec: KeyedSpec, schema: pa.Schema) -> pa.Table:
         return target.empty_table()
     data = pa.concat_tables(parts)
     keys = spec.primary_keys
-    if spec.merge_engine != "deduplicate":
-        return data.group_by(list(keys), use_threads=False).aggregate(
-            [(c, "first") for c in columns if c not in keys]).rename_columns(
-            [*[c for c in columns if c not in keys], *keys]).select(columns)
     order = [(k, "ascending") for k in keys] + [(SEQUENCE, "ascending"), ("_rank", "ascending")]
     data = data.take(pc.sort_indices(data, sort_keys=order))
     n = data.num_rows
@@ -135,7 +130,8 @@ def live_keys(file_io, paths, spec: KeyedSpec, schema: pa.Schema) -> pa.Table:
             same = eq if same is None else pc.and_(same, eq)
         last = pa.concat_arrays(pc.invert(same).chunks + [pa.array([True])])
         data = data.filter(last)
-    data = data.filter(pc.invert(pc.is_in(data.column(VALUE_KIND), pa.array(RETRACT_KINDS, pa.int8()))))
+    if spec.merge_engine == "deduplicate":
+        data = data.filter(pc.invert(pc.is_in(data.column(VALUE_KIND), pa.array(RETRACT_KINDS, pa.int8()))))
     return data.select(columns)
 
 
