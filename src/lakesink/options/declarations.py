@@ -259,11 +259,11 @@ _declare(
            "(stored; `file.compression` decides what lakesink writes).", default_text="none"),
     Option("bucket", "table", "int", -1, "Buckets: `-1` unaware-bucket append tables, and dynamic buckets for "
            "primary-key tables (Paimon's default: keys assigned to buckets through a hash index, a new bucket "
-           "opened as others reach `dynamic-bucket.target-row-num`; the primary key must hold every partition "
-           "column); `N` >= 1 fixed buckets (a fixed-bucket append table also needs `bucket-key`); `-2` "
+           "opened as others reach `dynamic-bucket.target-row-num`; a primary key without every partition column "
+           "is Paimon's cross-partition mode, a key moving between partitions); `N` >= 1 fixed buckets (a fixed-bucket append table also needs `bucket-key`); `-2` "
            "postpone buckets (primary-key tables: rows wait unbucketed, invisible to readers, until "
            "`lakesink.compact` assigns them to buckets). See [keyed.md](keyed.md#dynamic-buckets) and "
-           "[keyed.md](keyed.md#postpone-buckets)."),
+           "[keyed.md](keyed.md#postpone-buckets) and [keyed.md](keyed.md#cross-partition-tables)."),
     Option("postpone.default-bucket-num", "table", "int", None, "Postpone-bucket tables: the bucket count "
            "`lakesink.compact` gives a partition that has no real buckets yet (a partition that has some keeps "
            "their count); unset: estimated from the partition's postpone rows, as Paimon does.",
@@ -277,13 +277,16 @@ _declare(
     Option("dynamic-bucket.target-row-num", "table", "int", 2_000_000, "Dynamic-bucket tables: keys a bucket "
            "takes before the assigner opens another (Paimon's hash index counts them).", minimum=1),
     Option("dynamic-bucket.max-buckets", "table", "int", -1, "Dynamic-bucket tables: the most buckets of a "
-           "partition (`-1`: unlimited); once reached, new keys go to existing buckets of their assigner.",
+           "partition (`-1`: unlimited); once reached, new keys go to existing buckets of their assigner. Not "
+           "applied to cross-partition tables (nor by Paimon's cross-partition assigner).",
            minimum=-1),
     Option("dynamic-bucket.assigner-parallelism", "table", "int", None, "Dynamic-bucket tables: assigner tasks "
            "of a `lakesink.write` (default: the cluster's cores); each opens buckets of its own.",
            default_text="cores", minimum=1),
     Option("dynamic-bucket.initial-buckets", "table", "int", None, "Dynamic-bucket tables: caps the assigner "
-           "tasks (Paimon: the assigners of a write are at most this many).", default_text="none", minimum=1),
+           "tasks (Paimon: the assigners of a write are at most this many); cross-partition tables: the assigner "
+           "tasks are the larger of this and `dynamic-bucket.assigner-parallelism`, as in Paimon.",
+           default_text="none", minimum=1),
     Option("target-file-size", "table", "size", 128 * 1024 * 1024, "Size the aggregator, compaction and "
            "the Spark-native writer aim files at.", default_text="128 mb"),
     Option("write-buffer-size", "table", "size", 64 * 1024 * 1024, "Keyed tables written by "
