@@ -47,6 +47,7 @@ def test_java_reads_lakesinks_cross_partition_table_key_for_key(spark, java_paim
     assert _read_every_way(spark, java_paimon, path, tmp_path) == want
 
 
+@pytest.mark.full  # several Java runs; the default run reads lakesink's table with Java (above)
 def test_java_and_lakesink_continue_each_others_cross_partition_table(spark, java_paimon, tmp_path):
     path = str(tmp_path / "shop.db" / "from_java")
     first = [(i, ("eu", "us")[i % 2], f"j{i}") for i in range(10)]

@@ -570,7 +570,7 @@ _unhonoured(
                "With it Paimon's cross-partition writers forget keys whose files are older than the TTL, and "
                "a later row of such a key lands beside it in another partition; lakesink reads every key of "
                "the table before each write and keeps each key in one partition. Unset the option, or write "
-               "the table with Apache Paimon's Java writers."),
+               "the table with Apache Paimon's Java writers.", honoured_doc="unset (every key is read)"),
     Unhonoured("sequence.snapshot-ordering", ("false",),
                "With it (Paimon 2.0) the versions of a key are ordered first by the snapshot that committed "
                "them, stamped on each data file at commit, then by sequence number; lakesink's commits do "
