@@ -190,3 +190,28 @@ def test_row_level_changes_find_a_moved_key_in_its_new_partition(spark, tmp_path
     want[0] = ("us", "u0", 0)
     assert _by_key(path) == want
     assert _partition(path, "eu") == {2, 4}
+
+
+@pytest.mark.full
+def test_a_format_paimon_stream_and_a_key_holding_a_partition_column(spark, tmp_path):
+    """writeStream.format("paimon") moves keys too; a primary key holding one of two partition
+    columns (dt) is one key per day: user 1 of day d1 moves region, user 1 of day d2 stays; with
+    changelog-producer=input the moved key's -D is in the changelog."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    schema = "user_id long, region string, dt string, name string"
+    path = str(tmp_path / "wh" / "shop.db" / "daily")
+    lakesink.write(spark.createDataFrame([(1, "eu", "d1", "a"), (1, "eu", "d2", "b"), (2, "us", "d1", "c")], schema),
+                   path, primary_key=["user_id", "dt"], partition_by=["region", "dt"],
+                   options={"changelog-producer": "input"})
+    source = tmp_path / "src"
+    source.mkdir()
+    pq.write_table(pa.table({"user_id": [1, 2], "region": ["us", "us"], "dt": ["d1", "d1"], "name": ["x", "y"]}),
+                   source / "0.parquet")
+    query = (spark.readStream.schema(schema).parquet(str(source)).coalesce(1).writeStream.format("paimon")
+             .option("checkpointLocation", str(tmp_path / "chk")).trigger(availableNow=True).start(path))
+    query.awaitTermination()
+    assert sorted((r["user_id"], r["region"], r["dt"], r["name"]) for r in read_table(path).to_pylist()) == [
+        (1, "eu", "d2", "b"), (1, "us", "d1", "x"), (2, "us", "d1", "y")]
+    from lakesink.paimon.table.tables import open_table
+    assert open_table(path).snapshot_manager().get_latest_snapshot().changelog_record_count == 3  # x, y, -D
