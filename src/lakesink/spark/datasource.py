@@ -230,12 +230,13 @@ def check_one_task_per_key(target, keyed, messages) -> None:
             by_task[i] = paths
     shared = keys_in_several_writers(target.file_io, by_task, keyed) if len(by_task) > 1 else []
     if shared:
+        key_columns = ", ".join(map(repr, keyed.primary_keys))
         raise ConfigurationError(
             f"format('paimon') into the cross-partition table {target.path}: rows of primary key {shared[0]} "
             f"reached more than one Spark task ({len(shared)}{'+' if len(shared) >= 3 else ''} such keys). Each "
             "task places a key from the table's keys and its own rows only, so the key could land in two "
-            f"partitions. Repartition the input by the primary key first (df.repartition({', '.join(map(repr, keyed.primary_keys))}))"
-            ", or write with lakesink.write / lakesink.stream, which route every key through one assigner. "
+            f"partitions. Repartition the input by the primary key first (df.repartition({key_columns})), or "
+            "write with lakesink.write / lakesink.stream, which route every key through one assigner. "
             "Nothing was committed.", option="primary-key", table=target.path)
 
 
