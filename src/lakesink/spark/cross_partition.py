@@ -75,6 +75,12 @@ def index_frame(spark, plan: DynamicPlan, spec: KeyedSpec, schema: pa.Schema, ke
     return spark.createDataFrame(files).repartition(tasks, "group").mapInArrow(read, out)
 
 
+def _flatten(structs) -> list:
+    """The child arrays of a struct column (its partition values), in field order."""
+    combined = structs.combine_chunks() if isinstance(structs, pa.ChunkedArray) else structs
+    return combined.flatten()
+
+
 def with_cross_partition(df, spec: KeyedSpec, fields, schema: pa.Schema, hidden: list[str], plan: DynamicPlan,
                          bucket: str, kind: str, order: str):
     """`df` (table columns, partition copies in `hidden`, the row kind in `kind`, input order in
@@ -117,45 +123,61 @@ def with_cross_partition(df, spec: KeyedSpec, fields, schema: pa.Schema, hidden:
     owner_of = {owner: a for a, owner in enumerate(task_keys(n, n))}
 
     def assign(batches):
+        import numpy as np
+        import pyarrow.compute as pc
         batches = list(batches)
         if not batches:
             return
         data = pa.Table.from_batches(batches)
-        old_bucket = data.column(_OLD_BUCKET).to_pylist()
-        firsts = [tuple(p.values()) if p is not None else None for p in data.column(_FIRST).to_pylist()]
-        assigners = data.column(_ASSIGNER).to_pylist()
-        keys_of = list(zip(*[data.column(k).to_pylist() for k in pk]))
+        in_index = pc.is_valid(data.column(_OLD_BUCKET))
+        index, data = data.filter(in_index), data.filter(pc.invert(in_index))
+        if data.num_rows == 0:
+            return
+        # The index rows stay Arrow: counted per (assigner, partition, bucket), and joined with the
+        # written keys only (an assigner may hold millions of the table's keys).
+        parts = [f"p{j}" for j in range(len(hidden))]
+        flat = pa.table({**dict(zip(parts, _flatten(index.column(_FIRST)))),
+                         "bucket": index.column(_OLD_BUCKET), "assigner": index.column(_ASSIGNER)})
         counts: dict[int, BucketCounts] = {}
-        where: dict[tuple, tuple] = {}
-        written = []
-        for i, bucket in enumerate(old_bucket):
-            if bucket is None:
-                written.append(i)
-                continue
-            a = owner_of[assigners[i]]
+
+        def counts_of(owner):
+            a = owner_of[owner]
             if a not in counts:
                 counts[a] = BucketCounts(target, n, a)
-            counts[a].add(firsts[i], bucket)
-            where[keys_of[i]] = (firsts[i], bucket)
-        lasts = data.column(_LAST).to_pylist()
+            return counts[a]
+
+        for row in flat.group_by([*parts, "bucket", "assigner"], use_threads=False).aggregate(
+                [("bucket", "count")]).to_pylist():
+            counts_of(row["assigner"]).add(tuple(row[p] for p in parts), row["bucket"], row["bucket_count"])
+        probe = data.select(pk).append_column("_row", pa.array(np.arange(data.num_rows, dtype=np.int64)))
+        entries = pa.table({**{k: index.column(k) for k in pk}, **dict(zip(parts, _flatten(index.column(_FIRST)))),
+                            "bucket": index.column(_OLD_BUCKET)})
+        found = probe.join(entries, keys=pk, join_type="inner", use_threads=False)
+        where = {row: (tuple(values), bucket) for row, bucket, *values in
+                 zip(found.column("_row").to_pylist(), found.column("bucket").to_pylist(),
+                     *[found.column(p).to_pylist() for p in parts])}
+        firsts = [tuple(p.values()) for p in data.column(_FIRST).to_pylist()]
+        lasts = [tuple(p.values()) for p in data.column(_LAST).to_pylist()]
         starts, ends = data.column(_FROM).to_pylist(), data.column(_TO).to_pylist()
+        owners = data.column(_ASSIGNER).to_pylist()
         out = {name: [] for name in arrow_decided.names}
-        for i in sorted(written, key=lambda i: starts[i]):  # new keys take buckets in arrival order
-            a = owner_of[assigners[i]]
-            if a not in counts:
-                counts[a] = BucketCounts(target, n, a)
-            d = decide(action, where.get(keys_of[i]), firsts[i], tuple(lasts[i].values()), counts[a])
-            for k, value in zip(pk, keys_of[i]):
-                out[k].append(value)
+        for k in pk:
+            out[k] = data.column(k)
+        order = sorted(range(data.num_rows), key=starts.__getitem__)  # new keys take buckets in arrival order
+        decisions = {}
+        for i in order:
+            decisions[i] = decide(action, where.get(i), firsts[i], lasts[i], counts_of(owners[i]))
+        for i in range(data.num_rows):
+            d = decisions[i]
             out[_HOME].append(dict(zip(hidden, d.home)))
             out[_HOME_BUCKET].append(d.bucket)
             out[_KEEP].append(dict(zip(hidden, d.keep)) if d.keep is not None else None)
             out[_DELETE].append(dict(zip(hidden, d.delete[0])) if d.delete is not None else None)
             out[_DELETE_BUCKET].append(d.delete[1] if d.delete is not None else None)
             out[_TO].append(ends[i])
-        if out[_TO]:
-            yield from pa.table({name: pa.array(out[name], arrow_decided.field(name).type)
-                                 for name in arrow_decided.names}, schema=arrow_decided).to_batches()
+        columns = {name: out[name] if name in pk else pa.array(out[name], arrow_decided.field(name).type)
+                   for name in arrow_decided.names}
+        yield from pa.table(columns).cast(arrow_decided).to_batches()
 
     assigned = together.mapInArrow(assign, decided)
     joined = df.join(assigned, on=pk, how="left")
