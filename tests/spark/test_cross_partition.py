@@ -43,7 +43,7 @@ def _first(n):
     return [(i, REGIONS[i % 2], f"a{i}", i) for i in range(n)]
 
 
-def test_a_user_moving_region_leaves_the_old_partition(spark, tmp_path, monkeypatch):
+def test_a_user_moving_region_leaves_the_old_partition(spark, tmp_path):
     """deduplicate: the row goes to its new partition, a -D of the key to its old one. Rows of one
     key in several partitions of a write count in input order: the last one's partition wins."""
     from pypaimon.index.index_file_handler import IndexFileHandler
@@ -70,9 +70,22 @@ def test_a_user_moving_region_leaves_the_old_partition(spark, tmp_path, monkeypa
     # As in Paimon, no hash index: the keys' index is bootstrapped from the table by every write.
     assert IndexFileHandler(open_table(path)).scan(None, lambda e: True) == []
 
-    # Any other writer committing to the table meanwhile (here into another partition) is a
-    # conflict: the write's key index was read before it.
+    # An overwrite of some partitions would keep the keys it writes in the other partitions too.
+    before = latest_snapshot_id(path)
+    with pytest.raises(ConfigurationError, match="overwrite of some of its partitions"):
+        lakesink.write(spark.createDataFrame([(3, "eu", "o", 0)], SCHEMA), path, mode="overwrite",
+                       options={"partitionOverwriteMode": "dynamic"})
+    assert latest_snapshot_id(path) == before
+
+
+@pytest.mark.full  # the default run refuses another writer in the partition (tests/spark/test_dynamic_buckets.py)
+def test_another_writer_anywhere_in_the_table_meanwhile_is_a_conflict(spark, tmp_path, monkeypatch):
+    """A write places keys from the whole table's keys as of its snapshot: another writer's commit
+    into any partition since then fails it, and nothing of it lands."""
     import lakesink.spark.keyed_write as keyed_write
+    path = str(tmp_path / "wh" / "shop.db" / "raced")
+    spark.createDataFrame(_first(4), SCHEMA).write.format("paimon").option("primary-key", "user_id") \
+        .option("partition", "region").mode("append").save(path)
     listed = keyed_write.list_parquet_files
 
     def another_writer_commits_first(*args, **kwargs):
@@ -85,13 +98,7 @@ def test_a_user_moving_region_leaves_the_old_partition(spark, tmp_path, monkeypa
     with pytest.raises(CommitConflictError, match="cross-partition table takes one writer at a time"):
         lakesink.write(spark.createDataFrame([(3, "eu", "mine", 0)], SCHEMA), path)
     assert latest_snapshot_id(path) == before and leftover_files(path) == set()
-    assert _by_key(path) == {**want, 40: ("ap", "other", 0)}
-
-    # An overwrite of some partitions would keep the keys it writes in the other partitions too.
-    with pytest.raises(ConfigurationError, match="overwrite of some of its partitions"):
-        lakesink.write(spark.createDataFrame([(3, "eu", "o", 0)], SCHEMA), path, mode="overwrite",
-                       options={"partitionOverwriteMode": "dynamic"})
-    assert latest_snapshot_id(path) == before
+    assert _by_key(path) == {**{i: (REGIONS[i % 2], f"a{i}", i) for i in range(4)}, 40: ("ap", "other", 0)}
 
 
 @pytest.mark.parametrize("engine", ["partial-update", pytest.param("aggregation", marks=pytest.mark.full)])
