@@ -26,7 +26,8 @@ WHEEL = "paimon-python-ali==0.1.1"
 JAR_IN_WHEEL = "paimon_python_java/java_dependencies/paimon-python-java-bridge.jar"
 SOURCE = Path(__file__).parent / "java" / "PaimonOracle.java"
 # Codecs the bundle leaves out (Paimon expects them from the engine); pyspark ships them.
-CODEC_JARS = ("snappy-java-*.jar", "zstd-jni-*.jar", "lz4-java-*.jar")
+CODEC_JARS = ("snappy-java-*.jar", "zstd-jni-*.jar", "lz4-java-*.jar",
+              "rocksdbjni-*.jar")  # RocksDB: the key index of Paimon's cross-partition assigner
 
 
 class Unavailable(Exception):

@@ -125,17 +125,11 @@ def test_a_stream_writes_a_dynamic_bucket_table(spark, tmp_path, shuffle):
         assert all(count <= 6 for _, count in index.values())
 
 
-@pytest.mark.parametrize("case", ["cross_partition", "bucket_key", "pipelined", "unstable_key"])
+@pytest.mark.parametrize("case", ["bucket_key", "pipelined", "unstable_key"])
 def test_what_dynamic_buckets_refuse_before_anything_is_written(spark, tmp_path, case):
     path = str(tmp_path / "wh" / "db.db" / "r")
     df = spark.createDataFrame(_rows(range(3), "a"), SCHEMA)
-    if case == "cross_partition":
-        with pytest.raises(ConfigurationError, match=r"cross-partition mode \(CROSS_PARTITION"):
-            lakesink.write(df, path, primary_key=["id"], partition_by=["dt"])
-        with pytest.raises(Exception, match=r"cross-partition mode \(CROSS_PARTITION"):
-            (df.write.format("paimon").option("primary-key", "id").option("partition", "dt")
-             .mode("append").save(path))
-    elif case == "bucket_key":
+    if case == "bucket_key":
         with pytest.raises(ConfigurationError, match="bucket-key with bucket=-1"):
             lakesink.write(df, path, primary_key=["id", "dt"], options={"bucket-key": "id"})
     elif case == "unstable_key":  # keys read twice (for the assigners, then with the rows) must agree

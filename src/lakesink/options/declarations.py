@@ -262,11 +262,11 @@ _declare(
            "(stored; `file.compression` decides what lakesink writes).", default_text="none"),
     Option("bucket", "table", "int", -1, "Buckets: `-1` unaware-bucket append tables, and dynamic buckets for "
            "primary-key tables (Paimon's default: keys assigned to buckets through a hash index, a new bucket "
-           "opened as others reach `dynamic-bucket.target-row-num`; the primary key must hold every partition "
-           "column); `N` >= 1 fixed buckets (a fixed-bucket append table also needs `bucket-key`); `-2` "
+           "opened as others reach `dynamic-bucket.target-row-num`; a primary key without every partition column "
+           "is Paimon's cross-partition mode, a key moving between partitions); `N` >= 1 fixed buckets (a fixed-bucket append table also needs `bucket-key`); `-2` "
            "postpone buckets (primary-key tables: rows wait unbucketed, invisible to readers, until "
            "`lakesink.compact` assigns them to buckets). See [keyed.md](keyed.md#dynamic-buckets) and "
-           "[keyed.md](keyed.md#postpone-buckets)."),
+           "[keyed.md](keyed.md#postpone-buckets) and [keyed.md](keyed.md#cross-partition-tables)."),
     Option("postpone.default-bucket-num", "table", "int", None, "Postpone-bucket tables: the bucket count "
            "`lakesink.compact` gives a partition that has no real buckets yet (a partition that has some keeps "
            "their count); unset: estimated from the partition's postpone rows, as Paimon does.",
@@ -280,13 +280,16 @@ _declare(
     Option("dynamic-bucket.target-row-num", "table", "int", 2_000_000, "Dynamic-bucket tables: keys a bucket "
            "takes before the assigner opens another (Paimon's hash index counts them).", minimum=1),
     Option("dynamic-bucket.max-buckets", "table", "int", -1, "Dynamic-bucket tables: the most buckets of a "
-           "partition (`-1`: unlimited); once reached, new keys go to existing buckets of their assigner.",
+           "partition (`-1`: unlimited); once reached, new keys go to existing buckets of their assigner. Not "
+           "applied to cross-partition tables (nor by Paimon's cross-partition assigner).",
            minimum=-1),
     Option("dynamic-bucket.assigner-parallelism", "table", "int", None, "Dynamic-bucket tables: assigner tasks "
            "of a `lakesink.write` (default: the cluster's cores); each opens buckets of its own.",
            default_text="cores", minimum=1),
     Option("dynamic-bucket.initial-buckets", "table", "int", None, "Dynamic-bucket tables: caps the assigner "
-           "tasks (Paimon: the assigners of a write are at most this many).", default_text="none", minimum=1),
+           "tasks (Paimon: the assigners of a write are at most this many); cross-partition tables: the assigner "
+           "tasks are the larger of this and `dynamic-bucket.assigner-parallelism`, as in Paimon.",
+           default_text="none", minimum=1),
     Option("target-file-size", "table", "size", 128 * 1024 * 1024, "Size the aggregator, compaction and "
            "the Spark-native writer aim files at.", default_text="128 mb"),
     Option("write-buffer-size", "table", "size", 64 * 1024 * 1024, "Keyed tables written by "
@@ -583,6 +586,11 @@ _unhonoured(
                "lakesink writes every batch into a postpone-bucket table's postpone bucket, as streams do; "
                "it does not pick bucket counts for a batch and write it into real buckets directly. Rows "
                "become visible with `lakesink.compact`. Unset the option or set it to false."),
+    Unhonoured("cross-partition-upsert.index-ttl", (),
+               "With it Paimon's cross-partition writers forget keys whose files are older than the TTL, and "
+               "a later row of such a key lands beside it in another partition; lakesink reads every key of "
+               "the table before each write and keeps each key in one partition. Unset the option, or write "
+               "the table with Apache Paimon's Java writers.", honoured_doc="unset (every key is read)"),
     Unhonoured("sequence.snapshot-ordering", ("false",),
                "With it (Paimon 2.0) the versions of a key are ordered first by the snapshot that committed "
                "them, stamped on each data file at commit, then by sequence number; lakesink's commits do "

@@ -205,10 +205,46 @@ class PaimonBatchWriter(DataSourceArrowWriter):
 
     def commit(self, messages) -> None:
         crashpoints.reached("tasks-done")
+        if self.keyed_spec is not None and self.keyed_spec.keyed.cross_partition:
+            check_one_task_per_key(self.job.target, self.keyed_spec.keyed, messages)
         self.job.commit(_files(messages))
 
     def abort(self, messages) -> None:
         self.job.abort(_files(messages or []))
+
+
+def check_one_task_per_key(target, keyed, messages) -> None:
+    """A cross-partition table's rows of one key must reach one task: each task placed its keys
+    from the table's keys and its own rows alone, so rows of one key in two tasks could leave it
+    in two partitions (or order its versions wrongly). Refused before anything is committed."""
+    from ..paimon.commit import intents
+    from ..paimon.keyed.cross_partition import keys_in_several_writers
+    factory = None
+    by_task = {}
+    for i, message in enumerate(messages or []):
+        if not isinstance(message, PaimonCommitMessage):
+            continue
+        paths = []
+        for f in message.files:
+            if f.changelog:
+                continue
+            if f.staged_path:
+                paths.append(f.staged_path)
+            else:
+                factory = factory or intents.planned_path_factory(target)
+                paths.append(intents.data_file_path(factory, f.partition, f.bucket, f.meta.file_name))
+        if paths:
+            by_task[i] = paths
+    shared = keys_in_several_writers(target.file_io, by_task, keyed) if len(by_task) > 1 else []
+    if shared:
+        key_columns = ", ".join(map(repr, keyed.primary_keys))
+        raise ConfigurationError(
+            f"format('paimon') into the cross-partition table {target.path}: rows of primary key {shared[0]} "
+            f"reached more than one Spark task ({len(shared)}{'+' if len(shared) >= 3 else ''} such keys). Each "
+            "task places a key from the table's keys and its own rows only, so the key could land in two "
+            f"partitions. Repartition the input by the primary key first (df.repartition({key_columns})), or "
+            "write with lakesink.write / lakesink.stream, which route every key through one assigner. "
+            "Nothing was committed.", option="primary-key", table=target.path)
 
 
 def _plan_keyed_job(path: str, schema, opts: WriteOptions, mode: str):
@@ -354,6 +390,8 @@ class PaimonStreamWriter(DataSourceStreamArrowWriter):
         crashpoints.reached("tasks-done")
         if self.keyed_spec is not None:
             self._check_plan(messages, batchId)
+            if self.keyed_spec.keyed.cross_partition:
+                check_one_task_per_key(self.sink.target, self.keyed_spec.keyed, messages)
         if self.pipelined:
             self.sink.accept_batch(batchId, _files(messages))
             self._hand_over()

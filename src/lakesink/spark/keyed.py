@@ -76,16 +76,24 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict, dynamic=None):
     first += [ident(c) for c in kind_only]
     first += [f"{ident(k)} AS {h}" for k, h in zip(spec.partition_keys, hidden)]
     first.append(f"monotonically_increasing_id() AS {_ORDER}")
+    cross = spec.cross_partition
+    if cross:  # the row kind before routing: a key that moves leaves a -D row (kind 3) behind
+        first.append(f"{_value_kind(spec)} AS {_KIND}")
     bases = keyed and bool(next_sequence)
     out = df.selectExpr(*first)
-    if bases and hidden:
+    if cross:  # a key's home partition and bucket from the table's keys (spark.cross_partition)
+        from .cross_partition import with_cross_partition
+        from ..paimon.files.datafiles import TableLayout
+        arrow = TableLayout(tuple(fields), tuple(spec.partition_keys), 0).arrow_schema()
+        out = with_cross_partition(out, spec, fields, arrow, hidden, dynamic, BUCKET, _KIND, _ORDER)
+    if bases and hidden:  # (cross-partition: after routing, which may change a row's partition)
         out = _with_bases(out, spec, hidden, next_sequence)
-    if spec.dynamic is not None:  # bucket=-1: assigned by Spark tasks through the hash index
+    if spec.dynamic is not None and not cross:  # bucket=-1: assigned by Spark tasks through the hash index
         from .dynamic_bucket import with_dynamic_bucket
         out = with_dynamic_bucket(out, spec, fields, hidden, dynamic, BUCKET)
-    else:  # Primary-key tables: bucket keys are key columns, and a null key fails the write.
+    elif not cross:  # Primary-key tables: bucket keys are key columns, and a null key fails the write.
         out = with_bucket(out, list(spec.bucket_keys), fields, spec.num_buckets, BUCKET, not_null=keyed)
-    carried = [*sqltext.columns(names), *sqltext.columns(kind_only), *hidden, BUCKET]
+    carried = [*sqltext.columns(names), *sqltext.columns(kind_only), *hidden, BUCKET, *([_KIND] if cross else [])]
     if hidden or spec.dynamic is not None:  # by (partition, bucket): as many pairs as the data has
         owner, distribute = [], (lambda frame: frame.repartition(*hidden, BUCKET))
     else:  # buckets spread evenly over the write's tasks, each in one (bucket.task_keys)
@@ -123,7 +131,7 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict, dynamic=None):
     order = [f"{ident(c)} ASC NULLS FIRST" for c in spec.sequence_fields] + [_ORDER]
     window = f"(PARTITION BY {', '.join(group)} ORDER BY {', '.join(order)})"
     merging = spec.merge_engine in ("partial-update", "aggregation")
-    if merging or spec.ignore_delete:
+    if (merging or spec.ignore_delete) and not cross:
         out = out.selectExpr("*", f"{_value_kind(spec)} AS {_KIND}")
     if spec.ignore_delete and spec.rowkind_field:
         # Dropped before merging, for every engine, as Paimon's writer drops them: a -D row in a
@@ -145,7 +153,7 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict, dynamic=None):
     row_index = f"(monotonically_increasing_id() & {(1 << _ROW_INDEX_BITS) - 1})"
     columns = [f"{ident(k)} AS {ident(KEY_PREFIX + k)}" for k in spec.trimmed_keys]
     columns.append(f"{_BASE} + {row_index} AS {SEQUENCE}")
-    raw_kind = _KIND if merging or spec.ignore_delete else _value_kind(spec)
+    raw_kind = _KIND if merging or spec.ignore_delete or cross else _value_kind(spec)
     if merging:
         # Paimon's write buffer (a reducer) keeps a key's only row as it came, kind included,
         # and merges several into one +I row.

@@ -29,6 +29,9 @@ def blockers(table, planned: scan.PlannedScan) -> list[str]:
         reasons.append("merge-engine is not deduplicate")
     if str(options.get("sequence.field") or "").strip():
         reasons.append("sequence.field orders the versions")
+    if table.table_schema.cross_partition_update():
+        # A key that moved has versions in two buckets, whose sequence numbers do not compare.
+        reasons.append("cross-partition table (a key's versions lie in several partitions)")
     return reasons
 
 

@@ -153,6 +153,10 @@ class KeyedTaskWriter:
                 return
         if keyed.postpone:  # bucket=-2: no bucket yet (lakesink.compact assigns them)
             buckets = np.full(data.num_rows, POSTPONE_BUCKET, np.int32)
+        elif keyed.cross_partition:  # rows routed by where their key lives (may add -D rows, drop rows)
+            data, buckets = self._cross_partition(data)
+            if data.num_rows == 0:
+                return
         elif keyed.dynamic is not None:
             buckets = self._dynamic_buckets(data)
         else:
@@ -174,6 +178,14 @@ class KeyedTaskWriter:
         partitions = (list(zip(*[data.column(k).to_pylist() for k in keys])) if keys
                       else [()] * data.num_rows)
         return self._assignment.assign(partitions, hashes)
+
+    def _cross_partition(self, data: pa.Table) -> tuple[pa.Table, np.ndarray]:
+        """A cross-partition table's rows as written, and their buckets: Paimon's global index
+        assigner over the planned snapshot's keys, in this task's arrival order."""
+        from ..paimon.keyed.cross_partition import TaskAssigner
+        if getattr(self, "_assignment", None) is None:
+            self._assignment = TaskAssigner(self.spec.plan.dynamic, self.keyed, self.schema)
+        return self._assignment.route(data, _KIND)
 
     def _kinds(self, data: pa.Table) -> pa.Array:
         """`_VALUE_KIND` of each row: +I, or the code of its `rowkind.field` text."""

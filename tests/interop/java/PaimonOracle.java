@@ -386,6 +386,10 @@ public class PaimonOracle {
     }
 
     static void commit(FileStoreTable t, List<GenericRow> rows) throws Exception {
+        if (t.coreOptions().bucket() == -1 && t.schema().crossPartitionUpdate()) {
+            commitCrossPartition(t, rows);
+            return;
+        }
         BatchWriteBuilder wb = t.newBatchWriteBuilder();
         // Dynamic buckets (bucket=-1, primary key): Paimon's own assigner, one of one, gives each
         // row its bucket from the table's hash index; the writer adds the index files to the commit.
@@ -407,6 +411,38 @@ public class PaimonOracle {
                     w.write(r);
                 }
             }
+            c.commit(w.prepareCommit());
+        }
+    }
+
+    /**
+     * A cross-partition table (bucket=-1, a key without every partition column): Paimon's own
+     * GlobalIndexAssigner, one of one, bootstrapped from the table's keys (IndexBootstrap), gives
+     * each row its partition and bucket (a moved key's -D to its old place, a row into its old
+     * partition, or nothing, by merge engine); its key index lives in RocksDB (pyspark's rocksdbjni).
+     */
+    static void commitCrossPartition(FileStoreTable t, List<GenericRow> rows) throws Exception {
+        org.apache.paimon.data.serializer.InternalRowSerializer copier =
+                new org.apache.paimon.data.serializer.InternalRowSerializer(t.rowType());
+        List<Object[]> assigned = new ArrayList<>();
+        IOManager io = IOManager.create(TMP);
+        org.apache.paimon.crosspartition.GlobalIndexAssigner assigner =
+                new org.apache.paimon.crosspartition.GlobalIndexAssigner(t);
+        assigner.open(64L << 20, io, 1, 0, (row, bucket) -> assigned.add(new Object[] {copier.copy(row), bucket}));
+        new org.apache.paimon.crosspartition.IndexBootstrap(t).bootstrap(1, 0, key -> {
+            try {
+                assigner.bootstrapKey(key);
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        });
+        for (GenericRow r : rows) assigner.processInput(r);
+        assigner.endBoostrap(true);
+        assigner.close();
+        BatchWriteBuilder wb = t.newBatchWriteBuilder();
+        try (BatchTableWrite w = (BatchTableWrite) wb.newWrite().withIOManager(io);
+             BatchTableCommit c = wb.newCommit()) {
+            for (Object[] rowAndBucket : assigned) w.write((InternalRow) rowAndBucket[0], (Integer) rowAndBucket[1]);
             c.commit(w.prepareCommit());
         }
     }

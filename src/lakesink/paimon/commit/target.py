@@ -252,12 +252,20 @@ class PaimonTarget(CommitTarget[StagedFile]):
         check_from = self._check_from.pop(identifier) if planned else self.bucket_check_from
         uniform = self._uniform.pop(identifier, None) if planned else self.uniform_buckets
         dynamic = is_dynamic(table)
+        # Cross-partition (a key without every partition column): no hash index, the keys' index is
+        # the whole table's, read by the write as of check_from (paimon.keyed.cross_partition).
+        cross = dynamic and table.table_schema.cross_partition_update()
         check_from = check_from if fixed or dynamic else None
         guard = None
         if dynamic and files:
-            # Assignment read each partition's index as of check_from: nobody else may have written
-            # those partitions since (checked again on every publication attempt, below).
-            partitions = {tuple(f.partition) for f in files}
+            # Assignment read each partition's index (cross-partition: every partition's keys) as of
+            # check_from: nobody else may have written there since (checked again on every
+            # publication attempt, below).
+            partitions = None if cross else {tuple(f.partition) for f in files}
+            rule = ("A cross-partition table takes one writer at a time (a key's partition comes from the "
+                    "whole table's keys)" if cross else
+                    "A dynamic-bucket partition takes one writer at a time (its keys' buckets come from its "
+                    "hash index)")
 
             def guard(snapshot, base=check_from or 0):
                 reason = hooks.dynamic_index.partition_conflict(table, base, snapshot, partitions, commit_user, identifier)
@@ -265,8 +273,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
                     return None
                 return CommitConflictError(
                     f"Commit {identifier} of {commit_user} to dynamic-bucket table {self.path} conflicts with a "
-                    f"concurrent writer: {reason}. A dynamic-bucket partition takes one writer at a time (its "
-                    "keys' buckets come from its hash index); write again. Nothing was committed.",
+                    f"concurrent writer: {reason}. {rule}; write again. Nothing was committed.",
                     table=self.path, commit_user=commit_user, identifier=identifier)
 
             conflict = guard(latest)
@@ -281,7 +288,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
             if same_counts and uniform == fixed and overwrite is None:
                 counts_at = check_from  # (now the latest snapshot checked)
         index = None
-        if dynamic and files:
+        if dynamic and files and not cross:  # (Paimon keeps no HASH index for cross-partition tables)
             # An overwrite's index starts empty: the keys it replaces are gone (pypaimon's overwrite
             # drops the replaced partitions' index files; ours replace those of the buckets written).
             index, index_writer = hooks.dynamic_index.index_changes(table, files, latest, fresh=overwrite is not None)

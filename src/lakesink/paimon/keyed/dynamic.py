@@ -66,6 +66,10 @@ class DynamicPlan:
 
 def plan(target, spec: KeyedSpec, snapshot_id: int | None, default_assigners: int) -> DynamicPlan:
     options = spec.dynamic
+    if spec.cross_partition:  # paimon.keyed.cross_partition: the table's keys, not its hash index
+        from .cross_partition import assigner_count
+        return DynamicPlan(target.path, target.fs_options, snapshot_id or None,
+                           assigner_count(options, default_assigners), options.target_rows)
     if options.max_buckets == 0:
         raise ConfigurationError("dynamic-bucket.max-buckets=0: it must be -1 (unlimited) or at least 1.",
                                  option="dynamic-bucket.max-buckets")
@@ -169,12 +173,13 @@ def _as_delete(entry):
     return IndexManifestEntry(kind=1, partition=entry.partition, bucket=entry.bucket, index_file=entry.index_file)
 
 
-def partition_conflict(table, check_from: int, latest, partitions: set, commit_user: str,
+def partition_conflict(table, check_from: int, latest, partitions: set | None, commit_user: str,
                        identifier: int) -> str | None:
     """Why a dynamic-bucket commit planned on snapshot `check_from` may not land on `latest`: a
     snapshot in between (not a compaction, not an earlier batch of this commit user) added files
-    to a partition it writes. Its assignment read that partition's index as of `check_from`;
-    committing anyway could give a key a second bucket. None: no such snapshot."""
+    to a partition it writes (`partitions` None: to any partition, a cross-partition table's
+    rule). Its assignment read that partition's index as of `check_from`; committing anyway could
+    give a key a second bucket, or a second partition. None: no such snapshot."""
     if latest is None or latest.id <= check_from:
         return None
     from pypaimon.manifest.manifest_file_manager import ManifestFileManager
@@ -194,7 +199,7 @@ def partition_conflict(table, check_from: int, latest, partitions: set, commit_u
         for meta in lists.read_delta(snapshot):
             for entry in manifests.read(meta.file_name, file_size=meta.file_size):
                 partition = tuple(entry.partition.values)
-                if entry.kind == 0 and partition in partitions:
+                if entry.kind == 0 and (partitions is None or partition in partitions):
                     return (f"snapshot {snapshot_id} ({snapshot.commit_user!r}) wrote partition {partition} "
                             f"after snapshot {check_from}, which this write's bucket assignment was planned on")
     return None

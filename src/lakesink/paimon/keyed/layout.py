@@ -106,6 +106,9 @@ class KeyedSpec:
     # bucket=-2: rows go to the postpone bucket unbucketed; `lakesink.compact` assigns them to
     # real buckets (paimon.compaction.postpone). num_buckets stays -2.
     postpone: bool = False
+    # bucket=-1 and a primary key without every partition column: Paimon's cross-partition mode.
+    # A key lives in one (partition, bucket) of the whole table, found through the table's keys.
+    cross_partition: bool = False
 
     def aggregate_of(self, column: str) -> str | None:
         return dict(self.aggregates).get(column)
@@ -158,20 +161,14 @@ class KeyedSpec:
                 f"bucket={num_buckets} ({kind} bucket mode) is not supported for keyed writes: a fixed-bucket "
                 "append table needs a fixed bucket count >= 1.", option="bucket")
         dynamic = num_buckets == -1
-        if dynamic:
-            outside = [k for k in partition_keys if k not in primary_keys]
-            if outside:
-                raise ConfigurationError(
-                    f"primary-key {list(primary_keys)} does not hold the partition column(s) {outside}: with "
-                    "dynamic buckets (bucket=-1, the default) that is Paimon's cross-partition mode "
-                    "(CROSS_PARTITION: one global key -> (partition, bucket) index), which lakesink does not "
-                    "write. Add the partition columns to the primary key, or set a fixed bucket count "
-                    "(options={'bucket': '8'}).", option="bucket")
-            if options.get("bucket-key"):
-                raise ConfigurationError(
-                    "bucket-key with bucket=-1 (dynamic buckets): Paimon assigns a dynamic-bucket table's keys "
-                    "by the whole primary key and refuses a bucket-key; remove it or set a fixed bucket count.",
-                    option="bucket-key")
+        # A key without every partition column: Paimon's cross-partition mode (CROSS_PARTITION), one
+        # global key -> (partition, bucket) index (paimon.keyed.cross_partition).
+        cross = dynamic and any(k not in primary_keys for k in partition_keys)
+        if dynamic and options.get("bucket-key"):
+            raise ConfigurationError(
+                "bucket-key with bucket=-1 (dynamic buckets): Paimon assigns a dynamic-bucket table's keys "
+                "by the whole primary key and refuses a bucket-key; remove it or set a fixed bucket count.",
+                option="bucket-key")
         missing = [k for k in primary_keys if k not in column_names]
         if missing:
             raise ConfigurationError(f"primary-key column(s) {missing} are not among the data's columns {list(column_names)}.")
@@ -239,6 +236,8 @@ class KeyedSpec:
                 "(Paimon ignores or refuses their retractions); drop rowkind.field."
             )
         ignore_delete = any(str(options.get(k, "")).strip().lower() == "true" for k in _IGNORE_DELETE_KEYS)
+        if cross and primary_keys:
+            _check_cross_partition(primary_keys, partition_keys, engine, sequence_fields, ignore_delete)
         aggregates, delimiters = (), ()
         if primary_keys:
             _check_merge_options(engine, options, ignore_delete)
@@ -248,7 +247,7 @@ class KeyedSpec:
         return cls(primary_keys, trimmed, partition_keys, bucket_keys, num_buckets, engine,
                    sequence_fields, rowkind, ignore_delete, aggregates, delimiters,
                    producer if primary_keys else "none",
-                   DynamicOptions.of(options) if dynamic else None, postpone)
+                   DynamicOptions.of(options) if dynamic else None, postpone, cross)
 
     @classmethod
     def of_table(cls, table) -> KeyedSpec:
@@ -275,6 +274,24 @@ def _check_postpone(primary_keys, options: dict) -> None:
     if function != "default":
         raise ConfigurationError(f"bucket-function.type={function}: lakesink assigns postpone rows to buckets "
                                  "with Paimon's default bucket function only.", option="bucket-function.type")
+
+
+def _check_cross_partition(primary_keys, partition_keys, engine: str, sequence_fields, ignore_delete: bool) -> None:
+    """What lakesink cannot honour on a cross-partition table, refused by name."""
+    outside = [k for k in partition_keys if k not in primary_keys]
+    mode = (f"primary-key {list(primary_keys)} without the partition column(s) {outside} and bucket=-1 is "
+            "Paimon's cross-partition mode (a key moves between partitions)")
+    if sequence_fields:
+        raise ConfigurationError(
+            f"sequence.field: {mode}, where Paimon refuses a sequence.field (a key's versions in two "
+            "partitions could not be ordered); drop sequence.field, or add the partition columns to the "
+            "primary key.", option="sequence.field")
+    if ignore_delete and engine == "deduplicate":
+        raise ConfigurationError(
+            f"ignore-delete=true with merge-engine=deduplicate: {mode}, and a key that moves is deleted from "
+            "its old partition by a -D row, which ignore-delete would drop (readers too): the key would stay "
+            "in both partitions. Drop ignore-delete, or add the partition columns to the primary key.",
+            option="ignore-delete")
 
 
 def row_kind_refusal(field: str, value) -> str:

@@ -96,7 +96,7 @@ class BatchWrite:
         elif mode == "overwrite":
             overwrite = Overwrite(dynamic=_dynamic_overwrite(options, session_overwrite_mode, target, path_name))
         if overwrite is not None:
-            check_overwritable(target)
+            check_overwritable(target, overwrite)
         token = new_token() if anonymous else identity_prefix(commit_user, identifier) + new_token()[:8]
         staging = f"{target.lakesink_dir()}/staging/{token}"
         compression = options.table_options.get("file.compression") or "snappy"
@@ -278,10 +278,21 @@ _LAYOUT_DEFAULTS = {"bucket": "-1", "merge-engine": "deduplicate", "changelog-pr
                     "metadata.iceberg.storage": "disabled", "deletion-vectors.enabled": "false"}
 
 
-def check_overwritable(target: PaimonTarget) -> None:
+def check_overwritable(target: PaimonTarget, overwrite: Overwrite | None = None) -> None:
     """Refuse, before anything is written, an overwrite lakesink cannot commit: a deletion-vector
-    table holding snapshots (the commit refuses it too; a new or empty one is written as an append)."""
+    table holding snapshots (the commit refuses it too; a new or empty one is written as an append);
+    an overwrite of some partitions of a cross-partition table holding snapshots."""
     table = target.table()
+    partial = overwrite is not None and (overwrite.dynamic or overwrite.partitions is not None)
+    if (partial and table is not None and table.is_primary_key_table and table.table_schema.cross_partition_update()
+            and str(table.table_schema.options.get("bucket", "-1")).strip() == "-1"
+            and table.snapshot_manager().get_latest_snapshot() is not None):
+        raise ConfigurationError(
+            f"{target.path} is a cross-partition table (its primary key {table.primary_keys} lacks partition "
+            f"columns of {table.partition_keys}, bucket=-1): an overwrite of some of its partitions would leave "
+            "the keys it writes in the partitions it keeps as well. Overwrite the whole table (mode "
+            "'overwrite' with partitionOverwriteMode=static and no partition), or write upserts (mode "
+            "'append'). Nothing was written.", option="partitionOverwriteMode", table=target.path)
     if (table is not None and table.is_primary_key_table and table.options.deletion_vectors_enabled()
             and table.snapshot_manager().get_latest_snapshot() is not None):
         raise UnsupportedTableError(
