@@ -16,7 +16,8 @@ from .. import storage
 from ..errors import (ConfigurationError, InvalidOptionError, UnknownOptionError, UnsupportedOptionError,
                       UnsupportedTableError)
 from .declarations import (BATCH_IDENTIFIER, CATALOG_FAMILY_DOC, CATALOG_FAMILY_PREFIX, MAX_COMMIT_IDENTIFIER,
-                                  REFUSED, REGISTRY, SCOPES, UNHONOURED, SPARK_SUPPLIED, STORAGE_FAMILY_DOC, Option, Refusal)
+                                  REFUSED, REGISTRY, SCOPES, SPARK_SUPPLIED, STORAGE_FAMILY_DOC, Option, Refusal)
+from .unhonoured import UNHONOURED
 
 __all__ = ["BATCH_IDENTIFIER", "MAX_COMMIT_IDENTIFIER", "SPARK_SUPPLIED", "SCOPES", "REGISTRY", "REFUSED", "Option",
            "Refusal", "refusal", "option", "canonical", "paimon_option_keys", "is_field_option", "is_storage_option",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .declarations import (CATALOG_FAMILY_DOC, REFUSED, REGISTRY, SCOPES, STORAGE_FAMILY_DOC, UNHONOURED,
+from .declarations import (CATALOG_FAMILY_DOC, REFUSED, REGISTRY, SCOPES, STORAGE_FAMILY_DOC,
                            Option)
+from .unhonoured import UNHONOURED
 
 BEGIN, END = "<!-- BEGIN GENERATED: python -m lakesink.options -->", "<!-- END GENERATED -->"
 

@@ -1,0 +1,139 @@
+"""The Paimon table options lakesink honours only in some tables or with some values, and why.
+
+Each entry names the values lakesink writes as Paimon means them, and, where it writes other
+values in some tables only, a rule saying why not in this one. `options.check_honoured` refuses
+the rest by name at create and at write, and on an existing table that has them: never accepted
+and then ignored. docs/options.md lists them (`options.page`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+# Paimon table options lakesink cannot honour yet, with the values it can: refused by name at
+# create and at write, and on an existing table that has them (never accepted and then ignored).
+@dataclass(frozen=True)
+class Unhonoured:
+    key: str
+    honoured: tuple[str, ...]   # lower-cased values lakesink writes as Paimon means them
+    reason: str
+    # Values outside `honoured` lakesink writes in some tables: callable(table options, primary
+    # keys, complete) -> the reason it does not in this one, or None. `complete`: the options are
+    # the table's (else a write's, which may leave the rest to an existing table: only what they
+    # name is checked).
+    honoured_in: object = None
+    honoured_doc: str = ""      # where the values outside `honoured` are written (docs/options.md)
+
+
+def iceberg_problem(options, primary_keys, complete: bool = True) -> str | None:
+    """Why lakesink cannot keep the Iceberg metadata `metadata.iceberg.storage` asks for, or None."""
+    storage = str(options.get("metadata.iceberg.storage", "disabled")).strip().lower()
+    if storage != "table-location":
+        return ("It reaches no Hadoop or Hive catalog's directory, so Iceberg readers there would keep seeing "
+                "the table as it was. Use table-location, or write the table with Apache Paimon's Java writers.")
+    if primary_keys:
+        return ("Iceberg readers read a primary-key table's data files as they are and do not merge the versions "
+                "of a key across its LSM files (Paimon exposes such tables to Iceberg only after full "
+                "compaction), and lakesink does not write that metadata for them: Iceberg readers would see "
+                "duplicate and deleted rows. Unset the option, or write the table with Apache Paimon's Java "
+                "writers.")
+    return None
+
+
+def row_tracking_problem(options, primary_keys, complete: bool = True) -> str | None:
+    """Why a table with these options cannot have `row-tracking.enabled=true`, or None."""
+    if primary_keys:
+        return "This table has a primary key. Create it without one, or without the option."
+    bucket = str(options.get("bucket", "-1" if complete else "")).strip()
+    if bucket and bucket != "-1":
+        return (f"This table has bucket={bucket}. Create it with bucket=-1 (unaware buckets, the default of "
+                "append tables), or without the option.")
+    return None
+
+
+_DV_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
+
+
+def deletion_vector_problem(options, primary_keys, complete: bool = True) -> str | None:
+    """Why lakesink cannot write a table with `deletion-vectors.enabled=true` and these options, or None."""
+    merge_first = ("lakesink merges each commit into deletion vectors (Paimon's merge on write) for primary-key "
+                   "tables with fixed buckets (bucket >= 1) and no changelog producer only")
+    if not primary_keys:
+        if not complete:
+            return None
+        return (f"{merge_first}; an append table with deletion vectors is not written (Paimon marks its "
+                "deleted rows, which lakesink's row-level changes rewrite instead). Create the table without "
+                "it, or write it with Apache Paimon's Java writers.")
+    bucket = str(options.get("bucket", "-1" if complete else "")).strip()
+    if bucket:
+        try:
+            count = int(bucket)
+        except ValueError:
+            count = 0
+        if count < 1:
+            mode = {"-1": "dynamic buckets", "-2": "postpone buckets"}.get(bucket, "no fixed buckets")
+            return (f"{merge_first}; bucket={bucket} ({mode}) is not written with them. Create the table with "
+                    "bucket >= 1, or write it with Apache Paimon's Java writers.")
+    producer = str(options.get("changelog-producer", "none")).strip().lower()
+    if producer != "none":
+        return (f"{merge_first}; changelog-producer={producer} is not written with them (its changelog would "
+                "come from the same compaction). Create the table without it, or write it with Apache Paimon's "
+                "Java writers.")
+    engine = str(options.get("merge-engine", "deduplicate")).strip().lower()
+    if engine not in _DV_ENGINES:
+        return f"{merge_first}; merge-engine={engine} is not written with them."
+    if str(options.get("deletion-vectors.bitmap64", "false")).strip().lower() == "true":
+        return (f"{merge_first}; deletion-vectors.bitmap64=true (64-bit bitmaps) is not written. Create the "
+                "table without it, or write it with Apache Paimon's Java writers.")
+    return None
+
+
+UNHONOURED: dict[str, Unhonoured] = {}
+
+
+def _unhonoured(*entries: Unhonoured) -> None:
+    for entry in entries:
+        UNHONOURED[entry.key] = entry
+
+
+_unhonoured(
+    Unhonoured("deletion-vectors.enabled", ("false",),
+               "Readers of a deletion-vector table skip level-0 files and merge no rows across files.",
+               honoured_in=deletion_vector_problem,
+               honoured_doc="`true` in primary-key tables with `bucket` >= 1 and no `changelog-producer` "
+                            "(each commit merged on write, docs/keyed.md); refused in any other table"),
+    Unhonoured("row-tracking.enabled", ("false",), "Paimon tracks the rows of unaware-bucket append tables only "
+               "(it refuses the option with a primary key or fixed buckets).",
+               honoured_in=row_tracking_problem,
+               honoured_doc="`true` in append tables with `bucket=-1` (every row keeps its `_ROW_ID` through "
+                            "compaction and row-level changes, docs/row-level.md); refused with a primary key or "
+                            "fixed buckets, as Paimon refuses it"),
+    Unhonoured("data-evolution.enabled", ("false",),
+               "lakesink does not write data-evolution tables (column groups merged by row id). Create the "
+               "table without it, or write it with Apache Paimon's Java writers."),
+    Unhonoured("metadata.iceberg.storage", ("disabled",),
+               "lakesink writes Iceberg metadata for append tables, into the table's own directory "
+               "(`table-location`, docs/iceberg.md).",
+               honoured_in=iceberg_problem,
+               honoured_doc="`table-location` in append tables (docs/iceberg.md); refused in primary-key tables"),
+    Unhonoured("metadata.iceberg-compatible", ("false",),
+               "The Iceberg metadata of this older option (Paimon 0.9) is not what lakesink writes: use "
+               "`metadata.iceberg.storage=table-location` instead (docs/iceberg.md), or write the table with "
+               "Apache Paimon's Java writers."),
+    Unhonoured("postpone.batch-write-fixed-bucket", ("false",),
+               "lakesink writes every batch into a postpone-bucket table's postpone bucket, as streams do; "
+               "it does not pick bucket counts for a batch and write it into real buckets directly. Rows "
+               "become visible with `lakesink.compact`. Unset the option or set it to false."),
+    Unhonoured("cross-partition-upsert.index-ttl", (),
+               "With it Paimon's cross-partition writers forget keys whose files are older than the TTL, and "
+               "a later row of such a key lands beside it in another partition; lakesink reads every key of "
+               "the table before each write and keeps each key in one partition. Unset the option, or write "
+               "the table with Apache Paimon's Java writers.", honoured_doc="unset (every key is read)"),
+    Unhonoured("sequence.snapshot-ordering", ("false",),
+               "With it (Paimon 2.0) the versions of a key are ordered first by the snapshot that committed "
+               "them, stamped on each data file at commit, then by sequence number; lakesink's commits do "
+               "not stamp that snapshot and its compaction and reads order by sequence numbers alone, so "
+               "the version Paimon keeps and the one lakesink keeps could differ. Create the table without "
+               "it, or write it with Apache Paimon's Java writers."),
+)
