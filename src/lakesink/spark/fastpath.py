@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ..options import WriteOptions
-from ..paimon.write.batch import BatchWrite
+from ..paimon.write.batch import BatchWrite, open_for_write
 from ..protocol import CommitReport, crashpoints
 from .arrow import spark_to_arrow
 from .catalog import resolve_for
@@ -47,12 +47,15 @@ def write(df, path: str, mode: str = "append", *, partition_by: Iterable[str] | 
     opts.catalog_entry = resolved.entry  # a new table by name: created in its catalog when planned
     opts.overwrite_partition = dict(overwrite_partition) if overwrite_partition else None
     from ..paimon.write.keyed_plan import wants_keyed
-    if wants_keyed(path, opts):  # primary-key and fixed-bucket tables: spark.keyed_write
+    # The job's one open of the table: planning, commit and maintenance use it (each snapshot,
+    # manifest and index is read afresh where it matters; the commit checks the schema is current).
+    table = open_for_write(path, opts)
+    if wants_keyed(path, opts, table):  # primary-key and fixed-bucket tables: spark.keyed_write
         from .keyed_write import write_keyed
-        return write_keyed(df, path, mode, opts, PATH_NAME)
+        return write_keyed(df, path, mode, opts, PATH_NAME, table)
     check_spark_can_write(df.sparkSession, path, PATH_NAME)
     session_mode = df.sparkSession.conf.get("spark.sql.sources.partitionOverwriteMode", "static")
-    job = BatchWrite.plan(path, spark_to_arrow(df.schema), opts, mode, PATH_NAME, session_mode)
+    job = BatchWrite.plan(path, spark_to_arrow(df.schema), opts, mode, PATH_NAME, session_mode, table=table)
     job.rewriter = distributed(df.sparkSession)
     if job.already_committed():
         return CommitReport(job.commit_user, job.identifier, skipped_replay=True)

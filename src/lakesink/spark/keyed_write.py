@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 from ..options import WriteOptions
 from ..paimon.keyed.layout import describe_keyed
 from ..paimon.write.keyed_plan import compacts_automatically, prepare_keyed_target
-from ..paimon.write.batch import BatchWrite
+from ..paimon.write.batch import NOT_OPENED, BatchWrite
 from ..protocol import CommitReport, crashpoints
 from .arrow import spark_to_arrow
 from .checks import translate_error
@@ -21,9 +21,10 @@ from .output import check_spark_can_write, ensure_micros_timestamps, list_parque
 from .rewrite import distributed
 
 
-def write_keyed(df, path: str, mode: str, opts: WriteOptions, path_name: str) -> CommitReport:
+def write_keyed(df, path: str, mode: str, opts: WriteOptions, path_name: str, table=NOT_OPENED) -> CommitReport:
+    """`table`: as the job opened it (`paimon.write.batch.open_for_write`), else opened here."""
     check_spark_can_write(df.sparkSession, path, path_name)
-    target, layout, spec, next_sequence = prepare_keyed_target(path, spark_to_arrow(df.schema), opts)
+    target, layout, spec, next_sequence = prepare_keyed_target(path, spark_to_arrow(df.schema), opts, table=table)
     fields = {f.name: f for f in layout.fields}
     for name in spec.bucket_keys:
         key_type(fields[name].type)  # refuses key types the bucket function cannot serialize

@@ -184,7 +184,11 @@ def committed_names(target, commit_user: str, identifier: int, snapshot_id: int 
     """Names of the files the snapshot of (commit_user, identifier) added: empty when it did not
     land; None when it landed but its snapshot is no longer found (expired), so nobody can tell."""
     from . import identity
-    table = target.table(refresh=True)
+    published = getattr(target, "published", None)
+    known = published(commit_user, identifier, snapshot_id) if published is not None else None
+    if known is not None:  # this target published that snapshot: it knows what it added
+        return known
+    table = target.table()  # (its snapshots are read afresh)
     if table is None:
         return set()
     if snapshot_id is not None:

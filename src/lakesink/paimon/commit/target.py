@@ -45,7 +45,8 @@ class TableSpec:
 
 class PaimonTarget(CommitTarget[StagedFile]):
     def __init__(self, path: str, create: TableSpec | None = None, fs_options: dict | None = None,
-                 branch: str | None = None):
+                 branch: str | None = None, table=None):
+        """`table`: the table as the job's planning opened it (None: opened on first use)."""
         self.path = storage.normalize(path)
         # A Paimon branch (None: main): snapshots and schemas under <table>/branch/branch-<name>/,
         # commit-user markers there too, so identities are per branch.
@@ -68,7 +69,10 @@ class PaimonTarget(CommitTarget[StagedFile]):
         # (pipelined streams) or come back from pending state: {identifier: snapshot id or None}.
         self._check_from: dict[int, int | None] = {}
         self._uniform: dict[int, int | None] = {}  # not kept in pending state: restored commits read
-        self._table = None
+        self._table = table
+        # (commit user, identifier, snapshot id, names of the files it added) of the last snapshot
+        # this target published: what it added, without reading its manifests back.
+        self._published: tuple | None = None
 
     def __getstate__(self):
         # Spark pickles the target into tasks and commit processes: drop open handles.
@@ -78,9 +82,23 @@ class PaimonTarget(CommitTarget[StagedFile]):
 
     # -- table access ------------------------------------------------------
     def table(self, refresh: bool = False):
-        if self._table is None or refresh:
+        """The table (None: not there). `refresh`: as it is now, which is the table held unless
+        its schema changed since (`tables.current`): snapshots are read afresh on every use."""
+        if self._table is None:
             self._table = tables.open_table(self.path, self.fs_options, self.branch)
+        elif refresh:
+            self._table = tables.current(self._table, self.path, self.fs_options, self.branch)
         return self._table
+
+    def published(self, commit_user: str, identifier: int, snapshot_id: int | None = None) -> set[str] | None:
+        """Names of the data and changelog files the snapshot of (commit_user, identifier) added,
+        when this target published it (else None: read them from the table)."""
+        record = self._published
+        if record is None or record[:2] != (commit_user, identifier):
+            return None
+        if snapshot_id is not None and record[2] != snapshot_id:
+            return None
+        return set(record[3])
 
     def table_or_create(self):
         table = self.table(refresh=True)
@@ -114,14 +132,14 @@ class PaimonTarget(CommitTarget[StagedFile]):
         identity.forget(self.file_io, self.identity_root, commit_user)
 
     def last_committed(self, commit_user: str) -> int | None:
-        table = self.table(refresh=True)
+        table = self.table()  # (the snapshots and markers are read afresh)
         if table is None:
             marker = identity.read_marker(self.file_io, self.identity_root, commit_user)
             return marker.get("last_identifier") if marker else None
         return identity.last_committed(table, commit_user)
 
     def committed_snapshot(self, commit_user: str, identifier: int) -> Snapshot | None:
-        return identity.committed_snapshot(self.table(refresh=True), commit_user, identifier)
+        return identity.committed_snapshot(self.table(), commit_user, identifier)
 
     # -- the fixed-bucket check's base snapshot -----------------------------
     def plan_check_from(self, identifier: int, snapshot_id: int, uniform_buckets: int | None = None) -> None:
@@ -363,6 +381,9 @@ class PaimonTarget(CommitTarget[StagedFile]):
         crashpoints.reached("after-snapshot")
         if merged is not None:
             merged.forget_staging()
+        if attempts.snapshot is not None:
+            self._published = (commit_user, identifier, attempts.snapshot.id,
+                               frozenset(f.file_name for m in messages for f in (*m.new_files, *m.changelog_files)))
 
         # A retry that found its own snapshot already there (an uncertain earlier attempt)
         # published nothing here: look it up.

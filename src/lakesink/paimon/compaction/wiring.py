@@ -122,7 +122,7 @@ def aggregate_batch(target: PaimonTarget, commit_user: str, report: CommitReport
     if not report.committed or not files:
         return
     try:
-        table = target.table(refresh=True)
+        table = target.table()  # as its commit just checked it
         if table is None or not compacts_appends(table):
             return
         coordinator = new_coordinator(target, commit_user, None, distributed=distributed, in_place=in_place)

@@ -62,10 +62,13 @@ class Maintenance:
         self._thread: threading.Thread | None = None
         self._again = False
         self.runs = 0
+        self._table = None  # the table as the last commit that triggered a run held it
 
-    def trigger(self) -> None:
-        """Start a run unless one is running (then one more runs after it)."""
+    def trigger(self, table=None) -> None:
+        """Start a run unless one is running (then one more runs after it). `table`: as the
+        commit held it (its schema checked then; snapshots are read afresh): not opened again."""
         with self._lock:
+            self._table = table
             if self._thread is not None and self._thread.is_alive():
                 self._again = True
                 return
@@ -88,7 +91,9 @@ class Maintenance:
 
     def _run_once(self) -> None:
         try:
-            maintain(self.path, fs_options=self.fs_options)
+            with self._lock:
+                table, self._table = self._table, None
+            maintain(table if table is not None else self.path, fs_options=self.fs_options)
             self.runs += 1
         except Exception as exc:
             log.exception("maintenance of %s failed", self.path)
@@ -118,7 +123,7 @@ def after_commit(path: str, table, report=None, fs_options: dict | None = None) 
     except InvalidOptionError as exc:
         record_failure(storage.normalize(path), exc, fs_options)
         return
-    maintenance_for(path, fs_options).trigger()
+    maintenance_for(path, fs_options).trigger(table)
     catalog_staging.after_commit(path, fs_options)  # the table's catalog: dead CTAS reservations, when due
 
 

@@ -51,17 +51,39 @@ def open_table(path: str, fs_options: dict | None = None, branch: str | None = N
 
 
 def _open_schema(file_io, path: str) -> FileStoreTable:
-    schema = _latest_schema(file_io, path)
+    schema, stamp = _latest_schema(file_io, path)
     # A writer creating the table right now writes schema-0 under a temporary name in schema/
     # and renames it (a copy on object stores): give it that moment before calling this no table.
     deadline = time.monotonic() + CREATION_WAIT_S
     while schema is None and time.monotonic() < deadline:
         time.sleep(0.1)
-        schema = _latest_schema(file_io, path)
+        schema, stamp = _latest_schema(file_io, path)
     if schema is None:
         raise NotAPaimonTableError(f"{path}/schema holds no schema file: not a Paimon table.")
     # lakesink's table: manifests of older Paimon versions, snapshots expiring while read (compat.py)
-    return compat.Table(compat.table_file_io(file_io), _identifier(path), path, schema)
+    table = compat.Table(compat.table_file_io(file_io), _identifier(path), path, schema)
+    table.lakesink_schema_stamp = stamp
+    return table
+
+
+def current(table: FileStoreTable | None, path: str, fs_options: dict | None = None,
+            branch: str | None = None) -> FileStoreTable | None:
+    """The table at `path` as it is now, `table` itself when its schema is still the latest.
+
+    A table object is its schema: snapshots, manifests and the hash index are read afresh on
+    every use. So a job opens its table once and, where a concurrent schema change matters (its
+    commit), asks only whether the latest schema file is still the one it opened (a listing of
+    schema/ and one file status): no new table unless it changed (ALTER TABLE, a table dropped
+    and created again at the path)."""
+    stamp = getattr(table, "lakesink_schema_stamp", None)
+    if table is None or stamp is None or (branch is not None and not branches.is_main(branch)):
+        return open_table(path, fs_options, branch)
+    file_io = storage.file_io(storage.normalize(path), fs_options)
+    try:
+        _, now = _latest_schema(file_io, storage.normalize(path))
+    except NotAPaimonTableError:
+        now = None
+    return table if now == stamp else open_table(path, fs_options, branch)
 
 
 # Parsed schema files, by (path, size, modification time): a schema file never changes once
@@ -72,29 +94,30 @@ _SCHEMAS_KEPT = 256
 
 
 def _latest_schema(file_io, path: str):
+    """(the latest schema or None, its file's (path, size, modification time) or None)."""
     try:
         manager = SchemaManager(file_io, path)
         versions = manager._list_versioned_files()
         if not versions:
-            return None
+            return None, None
         schema_path = manager._to_schema_path(max(versions))
         try:
             status = file_io.get_file_status(schema_path)
         except FileNotFoundError:
-            return manager.latest()  # removed meanwhile (a rollback): look again
+            return manager.latest(), None  # removed meanwhile (a rollback): look again
         stamp = (getattr(status, "size", None), getattr(status, "mtime", None))
         if None in stamp:
-            return manager.latest()
+            return manager.latest(), None
         key = (schema_path, *stamp)
         schema = _SCHEMAS.get(key)
         if schema is None:
             schema = manager.get_schema(max(versions))
             if schema is None:
-                return manager.latest()
+                return manager.latest(), None
             if len(_SCHEMAS) >= _SCHEMAS_KEPT:
                 _SCHEMAS.pop(next(iter(_SCHEMAS)))
             _SCHEMAS[key] = schema
-        return schema
+        return schema, key
     except Exception as exc:
         raise NotAPaimonTableError(
             f"{path}: the table's schema cannot be read ({exc}). The table metadata is corrupt; "

@@ -39,6 +39,22 @@ log = logging.getLogger(__name__)
 MODES = ("append", "overwrite")
 
 
+# `table=` of the planning functions: not opened yet (they open it themselves).
+NOT_OPENED = object()
+
+
+def open_for_write(path: str, options: WriteOptions):
+    """The table a write goes to, as its job opens it once (None: not there yet) and hands down
+    to its planning, commit and maintenance. On a branch: the branch's table, after refusing a
+    write to a branch or table that does not exist."""
+    fs_options = options.fs_options or None
+    if options.branch:
+        main = tables.open_table(path, fs_options)
+        branches.check_writable(path, main, options.branch)
+        return main if branches.is_main(options.branch) else branches.open_branch(main, options.branch)
+    return tables.open_table(path, fs_options)
+
+
 def new_token() -> str:
     return uuid.uuid4().hex[:16]
 
@@ -67,10 +83,12 @@ class BatchWrite:
 
     @classmethod
     def plan(cls, path: str, schema: pa.Schema, options: WriteOptions, mode: str,
-             path_name: str, session_overwrite_mode: str | None = None, prepare=None) -> BatchWrite:
+             path_name: str, session_overwrite_mode: str | None = None, prepare=None,
+             table=NOT_OPENED) -> BatchWrite:
         """`session_overwrite_mode`: the engine session's partition overwrite mode
         (Spark's `spark.sql.sources.partitionOverwriteMode`), where the engine can tell it.
-        `prepare`: how to open or plan the target (keyed tables bring their own)."""
+        `prepare`: how to open or plan the target (keyed tables bring their own). `table`: the
+        table as the job opened it (`open_for_write`), else opened here."""
         mode = (mode or "append").lower()
         if mode not in MODES:
             raise ConfigurationError(
@@ -86,7 +104,10 @@ class BatchWrite:
                 "or neither."
             )
         # `prepare`: keyed writes plan their target themselves (paimon.write.keyed_plan).
-        target, layout = (prepare or prepare_target)(path, schema, options, path_name)
+        if prepare is not None:
+            target, layout = prepare(path, schema, options, path_name)
+        else:
+            target, layout = prepare_target(path, schema, options, path_name, table=table)
         anonymous = options.commit_user is None
         commit_user = options.commit_user or f"lakesink-batch-{uuid.uuid4()}"
         identifier = options.commit_identifier if options.commit_identifier is not None else BATCH_IDENTIFIER
@@ -192,10 +213,11 @@ def _dynamic_overwrite(options: WriteOptions, session_mode: str | None, target: 
 
 
 def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
-                   path_name: str) -> tuple[PaimonTarget, TableLayout]:
+                   path_name: str, table=NOT_OPENED) -> tuple[PaimonTarget, TableLayout]:
     """Open (or plan to create) an unaware-bucket append table and check the data fits it.
     Writes nothing. Primary-key and fixed-bucket tables are planned by
-    `keyed_target.prepare_keyed_target` (every write path asks `keyed_target.wants_keyed` first)."""
+    `keyed_target.prepare_keyed_target` (every write path asks `keyed_target.wants_keyed` first).
+    `table`: as the job opened it (`open_for_write`); the target holds it for the commit."""
     if options.primary_keys:
         raise ConfigurationError(
             f"primary-key: {path_name} planned a write with primary-key {options.primary_keys} as an append "
@@ -209,10 +231,8 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
                              "no versions of a key would ever be merged by it") + ". Give the table a primary key "
                 "(primary_key=[...] or the option primary-key) when creating it. Nothing was written.", option=key)
     fs_options = options.fs_options or None
-    table = tables.open_table(path, fs_options)
-    if options.branch:
-        branches.check_writable(path, table, options.branch)
-        table = tables.open_table(path, fs_options, options.branch)
+    if table is NOT_OPENED:
+        table = open_for_write(path, options)
     # Refuse storages without an atomic snapshot publication before anything is written.
     publication_kind(storage.normalize(path),
                      {**(table.table_schema.options if table else {}), **options.fs_options})
@@ -222,7 +242,7 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
             iceberg.check(table)
         check_options_match(table, options)
         layout = plan_layout(table, schema, options)
-        target = PaimonTarget(path, fs_options=fs_options, branch=options.branch)
+        target = PaimonTarget(path, fs_options=fs_options, branch=options.branch, table=table)
         target.maintenance = options.maintenance
         return target, layout
     fmt = options.table_options.get("file.format", "parquet").lower()

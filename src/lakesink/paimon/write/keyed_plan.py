@@ -14,35 +14,33 @@ from ... import storage
 from ...errors import ConfigurationError, UnsupportedTableError
 from ...options import WriteOptions
 from .. import iceberg
-from ..table import branches, tables
 from ..files.datafiles import TableLayout
 from ..keyed.layout import KeyedSpec, check_aggregate_types, check_keyed_table, is_keyed_table, sequences_and_buckets
 from ..table.publish import publication_kind
-from .batch import check_options_match, check_types, plan_layout
+from .batch import NOT_OPENED, check_options_match, check_types, open_for_write, plan_layout
 from ..commit.target import PaimonTarget, TableSpec
 
 log = logging.getLogger(__name__)
 
 
-def wants_keyed(path: str, options: WriteOptions) -> bool:
-    """Does this write go to (or create) a primary-key or fixed-bucket table?"""
+def wants_keyed(path: str, options: WriteOptions, table=NOT_OPENED) -> bool:
+    """Does this write go to (or create) a primary-key or fixed-bucket table? `table`: as the
+    job opened it (`batch.open_for_write`; on a branch, the branch's schema decides)."""
     keyed_options = options.primary_keys or str(options.table_options.get("bucket", "-1")).strip() != "-1"
-    fs_options = options.fs_options or None
-    table = tables.open_table(path, fs_options) if options.branch or not keyed_options else None
-    if options.branch:
-        branches.check_writable(path, table, options.branch)
-        table = tables.open_table(path, fs_options, options.branch)  # the branch's schema decides
-    return keyed_options or (table is not None and is_keyed_table(table))
+    if table is NOT_OPENED:
+        table = open_for_write(path, options) if options.branch or not keyed_options else None
+    return bool(keyed_options) or (table is not None and is_keyed_table(table))
 
 
-def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions, plan_sequences: bool = True):
+def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions, plan_sequences: bool = True,
+                         table=NOT_OPENED):
     """(target, layout, spec, next sequence numbers by (partition, bucket)) for one keyed write
-    (streams plan sequence numbers per micro-batch: `plan_sequences=False` gives {})."""
+    (streams plan sequence numbers per micro-batch: `plan_sequences=False` gives {}). `table`: as
+    the job opened it (`batch.open_for_write`); the target holds it for the commit."""
     fs_options = options.fs_options or None
     # On a branch: its schema, its snapshots (sequence numbers, the conflict check, compaction).
-    table = tables.open_table(path, fs_options, options.branch)
-    if table is None and options.branch:
-        branches.check_writable(path, None, options.branch)  # a branch is never created by a write
+    if table is NOT_OPENED:
+        table = open_for_write(path, options)
     publication_kind(storage.normalize(path),
                      {**(table.table_schema.options if table else {}), **options.fs_options})
     if table is not None:
@@ -70,7 +68,7 @@ def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions, pl
             spec = KeyedSpec.resolve(table.primary_keys, table.partition_keys,
                                      {**table.table_schema.options, "rowkind.field": rowkind}, columns)
         layout = plan_layout(table, _keys_not_null(schema, table.primary_keys), options)
-        target = PaimonTarget(path, fs_options=fs_options, branch=options.branch)
+        target = PaimonTarget(path, fs_options=fs_options, branch=options.branch, table=table)
         latest = table.snapshot_manager().get_latest_snapshot()
         # Sequence numbers continue above what this snapshot holds: a commit landing in
         # our buckets after it would be overtaken by ours, so the commit checks from here.
