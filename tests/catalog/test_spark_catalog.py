@@ -18,7 +18,9 @@ from tests.catalog.conftest import KINDS, catalog_options as options_for, forget
 pytestmark = pytest.mark.spark
 
 
-@pytest.mark.parametrize("cat", KINDS, indirect=True)
+# ./dev full: SQLite (PostgreSQL runs the same JDBC catalog code by default).
+@pytest.mark.parametrize("cat", [pytest.param(k, marks=pytest.mark.full) if k == "sqlite" else k for k in KINDS],
+                         indirect=True)
 def test_batch_entry_points_by_name(spark, cat, tmp_path):
     df = spark.range(6).selectExpr("id", "cast(id % 2 as string) as dt")
     report = lakesink.write(df, "shop.orders", partition_by=["dt"])  # a new name: created in the catalog

@@ -102,11 +102,19 @@ def written(spark, java_paimon, tmp_path_factory):
     return get
 
 
-# Default: every engine, and lakesink's compaction of a CDC aggregation; ./dev full adds plain
-# aggregation (the CDC case holds its inserts) compacted and not; the soak also compacts partial updates.
-@pytest.mark.parametrize("label", [pytest.param(label, marks=pytest.mark.soak) if label == "partial-update-compacted"
-                                   else pytest.param(label, marks=pytest.mark.full)
-                                   if label in ("aggregation", "aggregation-compacted") else label for label in LABELS])
+# Default: partial updates ordered by a sequence field, and a CDC aggregation compacted by lakesink
+# after every write (its writes, retractions and compaction); ./dev full adds the other engines'
+# cases compacted and not; the soak also compacts partial updates.
+DEFAULT_LABELS = ("partial-update-seq", "aggregation-cdc-compacted")
+
+
+def _marked(label):
+    if label == "partial-update-compacted":
+        return pytest.param(label, marks=pytest.mark.soak)
+    return label if label in DEFAULT_LABELS else pytest.param(label, marks=pytest.mark.full)
+
+
+@pytest.mark.parametrize("label", [_marked(label) for label in LABELS])
 def test_merge_engine_reads_as_if_paimon_had_written_it(spark, java_paimon, written, label, tmp_path):
     ours, theirs = written(label)
     reads = java_paimon.read_many([theirs, ours], tmp_path)  # one JVM for both
@@ -122,12 +130,11 @@ def test_merge_engine_reads_as_if_paimon_had_written_it(spark, java_paimon, writ
     R.assert_same_rows(by_lakesink, paimon_wrote, f"{label}: lakesink.read")
 
 
-def test_compaction_really_merged_the_versions(written):
+@pytest.mark.parametrize("label", [_marked(label) for label in LABELS if label.endswith("-compacted")])
+def test_compaction_really_merged_the_versions(written, label):
     from lakesink.paimon.compaction.target import live_files
     from lakesink.paimon.table.tables import open_table
 
-    for label in LABELS:
-        if label.endswith("-compacted") and label != "partial-update-compacted":  # that one: soak
-            files = live_files(open_table(written(label)[0]))
-            assert files and {f.meta.level for f in files} == {1}, label  # num-levels = trigger + 1
-            assert not any(f.meta.delete_row_count for f in files), label
+    files = live_files(open_table(written(label)[0]))
+    assert files and {f.meta.level for f in files} == {1}, label  # num-levels = trigger + 1
+    assert not any(f.meta.delete_row_count for f in files), label

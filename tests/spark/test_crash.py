@@ -117,8 +117,9 @@ def test_a_fast_path_driver_killed_discarding_a_failed_commit_restarts_exactly_o
     assert tally.exactly_once and not tally.problems, tally.problems
 
 
-# Both paths restore through the same committer; the native path's case (~80 s) runs in the soak.
-@pytest.mark.parametrize("mode", ["fast", pytest.param("native", marks=pytest.mark.soak)])
+# Both paths restore through the same committer: the fast path's case in ./dev full, the native
+# path's (~80 s) in the soak.
+@pytest.mark.parametrize("mode", [pytest.param("fast", marks=pytest.mark.full), pytest.param("native", marks=pytest.mark.soak)])
 def test_a_pending_batch_whose_files_were_deleted_fails_to_restore_naming_the_files(tmp_path, mode):
     case = Case(tmp_path, mode, "pipelined")
     make_source(case.source, files=2 if mode == "fast" else 3, rows_per_file=ROWS_PER_FILE)

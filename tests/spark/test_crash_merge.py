@@ -24,22 +24,28 @@ SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("grp", pa.int32(
 KINDS = {"keyed": {"primary-key": "id,grp", "bucket": "2"},   # the change as row kinds, no file rewritten
          "append": {"bucket": "-1"}}                           # rewritten copy-on-write
 POINTS = ["before-snapshot@2", "after-snapshot@2"]
+AFTER = ["after-snapshot@2"]  # the replay a commit identity must make a no-op
 
 
-@pytest.mark.parametrize("kind", ["keyed", pytest.param("append", marks=pytest.mark.full)])
-def test_a_driver_killed_around_a_merge_snapshot_applies_every_micro_batch_once(tmp_path, kind):
+# Default: a keyed table killed after a MERGE's snapshot, before Spark's commit log (the replay
+# case); ./dev full kills it before the snapshot too, and an append table at both points.
+@pytest.mark.parametrize("kind, points", [
+    pytest.param("keyed", AFTER, id="keyed-after-snapshot"),
+    pytest.param("keyed", POINTS, id="keyed", marks=pytest.mark.full),
+    pytest.param("append", POINTS, id="append", marks=pytest.mark.full)])
+def test_a_driver_killed_around_a_merge_snapshot_applies_every_micro_batch_once(tmp_path, kind, points):
     from lakesink.paimon.table import tables
 
     case = Case(tmp_path, "fast", "sync", cdc=True, extra_column="score", merge=True)
     primary_key = KINDS[kind].get("primary-key", "")
     tables.create_table(case.table, SCHEMA, [], primary_key.split(",") if primary_key else [],
                         {k: v for k, v in KINDS[kind].items() if k != "primary-key"})
-    prefixes = make_sum_source(case.source, files=len(POINTS) + 3)
+    prefixes = make_sum_source(case.source, files=len(points) + 3)
 
-    tally = kill_at_each_summing(case, POINTS, prefixes)
+    tally = kill_at_each_summing(case, points, prefixes)
 
     print(f"\nmerge {kind}: {tally.summary()}; runs: " + ", ".join(f"{r.seconds:.0f}s" for r in case.runs))
-    assert tally.kills == len(POINTS)
+    assert tally.kills == len(points)
     assert tally.exactly_once and not tally.problems, tally.problems
     assert tally.rows_checked == len(prefixes[-1]) > 0
     merges = [s for s in snapshots(case.table) if s.commit_user == MERGE_USER]

@@ -107,7 +107,7 @@ def test_deletion_vectors_lakesink_cannot_merge_are_refused_by_name(spark, table
     assert not os.path.exists(os.path.join(table_path, "schema"))
 
 
-@pytest.mark.parametrize("path_kind", ["fast", "native"])
+@pytest.mark.parametrize("path_kind", ["fast", pytest.param("native", marks=pytest.mark.full)])
 def test_overwrite_and_compact_of_a_dv_table_are_refused(spark, table_path, path_kind):
     """A new table may be created by an overwrite (nothing to replace); an overwrite of one holding
     rows, and `lakesink.compact`, are refused before anything is written."""
@@ -123,8 +123,10 @@ def test_overwrite_and_compact_of_a_dv_table_are_refused(spark, table_path, path
     assert not os.listdir(os.path.join(table_path, "_lakesink", "staging"))
 
 
-@pytest.mark.parametrize("sink, commit_mode", [("lakesink", "sync"), ("lakesink", "pipelined"), ("format", "sync"),
-                                               ("format", "pipelined")])
+# Default: one path in each commit mode; ./dev full: the other two.
+@pytest.mark.parametrize("sink, commit_mode", [("lakesink", "pipelined"), ("format", "sync"),
+                                               pytest.param("lakesink", "sync", marks=pytest.mark.full),
+                                               pytest.param("format", "pipelined", marks=pytest.mark.full)])
 def test_a_change_stream_into_a_dv_table_reads_key_for_key(spark, tmp_path, sink, commit_mode):
     """A change stream (one file, one input partition a micro-batch: its rows' order is the
     order of changes) into a deletion-vector table: key for key what the changes say, no
@@ -237,9 +239,14 @@ def test_level0_files_written_in_place_leave_with_the_commit(spark, table_path, 
     assert not leftover_files(table_path)
 
 
+# Default: the fast path killed with its merged runs placed but not committed; ./dev full also
+# kills it after the snapshot (the replay), and the native path at both.
 @pytest.mark.crash
-@pytest.mark.parametrize("mode", ["fast", pytest.param("native", marks=pytest.mark.full)])
-def test_a_summing_dv_table_killed_mid_commit_counts_every_batch_once(tmp_path, mode):
+@pytest.mark.parametrize("mode, points", [
+    pytest.param("fast", ["files-placed@2"], id="fast-files-placed"),
+    pytest.param("fast", ["files-placed@2", "after-snapshot@3"], id="fast", marks=pytest.mark.full),
+    pytest.param("native", ["files-placed@2", "after-snapshot@3"], id="native", marks=pytest.mark.full)])
+def test_a_summing_dv_table_killed_mid_commit_counts_every_batch_once(tmp_path, mode, points):
     """A summing (aggregation) DV table shows a batch merged twice or lost in its sums: killed
     where the merged runs are placed but not committed, and after the snapshot, then restarted:
     every batch once, no level-0 file, no data file outside the snapshots."""
@@ -247,7 +254,6 @@ def test_a_summing_dv_table_killed_mid_commit_counts_every_batch_once(tmp_path, 
 
     case = Case(tmp_path, mode, "sync", cdc=True, options={**SUM_OPTIONS, **DV, "bucket": "2"},
                 extra_column="score")
-    points = ["files-placed@2", "after-snapshot@3"]
     prefixes = make_sum_source(case.source, files=len(points) + 3)
     tally = kill_at_each_summing(case, points, prefixes)
     assert tally.kills == len(points)

@@ -41,6 +41,7 @@ def stand_in_jar(tmp_path_factory):
     return str(jar)
 
 
+@pytest.mark.full  # a second Spark driver with a stand-in connector jar (~35 s): ./dev full
 def test_lakesink_leaves_the_name_paimon_to_another_connector_and_works_as_lakesink_paimon(stand_in_jar, table_path):
     env = dict(os.environ, PYTHONPATH=os.getcwd())
     out = subprocess.run([sys.executable, "-m", "tests.spark.format_child", stand_in_jar, table_path], env=env,

@@ -46,7 +46,7 @@ def same_rows(tmp_path, iceberg, path: str) -> dict:
     return info
 
 
-@pytest.mark.parametrize("path_kind", ["fast", "native"])
+@pytest.mark.parametrize("path_kind", ["fast", pytest.param("native", marks=pytest.mark.full)])
 def test_appends_and_a_partition_overwrite_read_back_by_pyiceberg(spark, tmp_path, table_path, iceberg, path_kind):
     if path_kind == "fast":
         lakesink.write(rows(spark, 0, 5), table_path, partition_by=["day"], options=ICEBERG)
@@ -85,7 +85,7 @@ def test_an_unpartitioned_table_through_compaction(spark, tmp_path, table_path, 
     assert after["summary"]["total-records"] == "12"
 
 
-@pytest.mark.parametrize("mode", ["fast", "native-pipelined"])
+@pytest.mark.parametrize("mode", ["fast", pytest.param("native-pipelined", marks=pytest.mark.full)])
 def test_a_stream_of_micro_batches(spark, tmp_path, iceberg, mode):
     import pyarrow.parquet as pq
     from pyspark.sql.pandas.types import from_arrow_schema

@@ -272,7 +272,7 @@ def _while_another_writer_commits(spark, table_path, rows, keys, marker):
     return _df(spark, rows).mapInArrow(task, SCHEMA)
 
 
-@pytest.mark.parametrize("path_kind", ["fast", "native"])
+@pytest.mark.parametrize("path_kind", ["fast", pytest.param("native", marks=pytest.mark.full)])
 def test_two_writers_of_one_bucket_with_keys_apart_both_commit_and_later_writes_win(spark, table_path, tmp_path,
                                                                                   path_kind):
     """Another writer commits into the bucket while a write runs (both planned on the same

@@ -60,7 +60,7 @@ def test_minus_d_rows_delete_keys_of_a_table_without_the_op_column(spark, wareho
     assert leftover_files(path) == set()
 
 
-@pytest.mark.parametrize("mode", ["fast", "native"])
+@pytest.mark.parametrize("mode", ["fast", pytest.param("native", marks=pytest.mark.full)])
 def test_a_stream_of_changes_deletes_keys_of_a_table_without_the_op_column(spark, warehouse, tmp_path, mode):
     path = _flink_table(warehouse, f"stream_{mode}")
     schema_before = _schema_of(path)

@@ -97,7 +97,7 @@ def paths(tmp_path):
     return tmp_path / "source", str(tmp_path / "wh" / "db.db" / "t"), str(tmp_path / "chk")
 
 
-@pytest.mark.parametrize("mode", ["native", "native-pipelined", "fast"])
+@pytest.mark.parametrize("mode", ["native", pytest.param("native-pipelined", marks=pytest.mark.full), "fast"])
 def test_each_micro_batch_is_one_snapshot_whose_identifier_is_the_batch_id_and_empty_batches_make_none(
         spark, paths, mode):
     source, table, chk = paths

@@ -94,8 +94,9 @@ def test_an_append_table_with_iceberg_metadata_in_a_catalog_is_not_written_or_co
         before.check()
 
 
-@pytest.mark.parametrize("path_kind", PATHS)
-@pytest.mark.parametrize("option", ["rowkind.field", "sequence.field"])
+@pytest.mark.parametrize("path_kind, option", [
+    pytest.param(p, o, id=f"{o}-{p}", marks=pytest.mark.full if (p, o) == ("native", "sequence.field") else ())
+    for p in PATHS for o in ("rowkind.field", "sequence.field")])
 def test_row_kind_and_sequence_fields_without_a_primary_key_are_refused(spark, table_path, path_kind, option):
     value = "op" if option == "rowkind.field" else "id"
     with pytest.raises(Exception, match=f"{option} applies to primary-key tables only"):

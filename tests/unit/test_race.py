@@ -36,7 +36,7 @@ from ..staged import PARTITION_KEYS, SCHEMA, commit, new_target, read_back, snap
 
 WRITERS = 6
 ROUNDS = 6      # local disk
-S3_ROUNDS = 4   # the S3 server is one more process on the same 2 cores
+S3_ROUNDS = 3   # the S3 server is one more process on the same 2 cores
 BARRIER_TIMEOUT = 120
 
 
