@@ -124,7 +124,7 @@ def test_a_change_stream_reads_key_for_key_after_each_batch(spark, tmp_path, sin
                                 options={**options, "write.keyed-shuffle": shuffle})
     else:  # format("paimon") streams into an existing table
         lakesink.write(spark.createDataFrame([], "id long, name string, n long, op string"), path,
-                       primary_key=["id"], options={k: v for k, v in OPTIONS.items()})
+                       primary_key=["id"], options=dict(OPTIONS))
         writer = df.writeStream.format("paimon").option("checkpointLocation", chk).option("rowkind.field", "op")
         query = writer.option("commit.mode", "sync").trigger(availableNow=True).start(path)
     query.awaitTermination()
@@ -145,22 +145,18 @@ def test_a_change_stream_reads_key_for_key_after_each_batch(spark, tmp_path, sin
     assert not leftover_files(path)
 
 
-# Default: aggregation (sums show a version merged twice or lost); ./dev full: the others, and
-# format("paimon").
-@pytest.mark.parametrize("engine, options, expected, path_kind", [
-    ("aggregation", {"fields.n.aggregate-function": "sum", "fields.x.aggregate-function": "last_non_null_value",
-                     "fields.y.aggregate-function": "last_non_null_value"},
-     {1: ("a1", "y2", 11), 2: ("a2", None, 2), 3: (None, "y3", 3)}, "fast"),
-    *[pytest.param(*case, marks=pytest.mark.full) for case in [
-        ("partial-update", {}, {1: ("a1", "y2", 10), 2: ("a2", None, 2), 3: (None, "y3", 3)}, "fast"),
-        ("first-row", {}, {1: ("a1", None, 1), 2: ("a2", None, 2), 3: (None, "y3", 3)}, "fast"),
-        ("deduplicate", {"sequence.field": "n"}, {1: (None, "y2", 10), 2: ("a2", None, 2), 3: (None, "y3", 3)},
-         "fast"),
-        ("aggregation", {"fields.n.aggregate-function": "sum", "fields.x.aggregate-function": "last_non_null_value",
-                         "fields.y.aggregate-function": "last_non_null_value"},
-         {1: ("a1", "y2", 11), 2: ("a2", None, 2), 3: (None, "y3", 3)}, "native"),
-        ("partial-update", {}, {1: ("a1", "y2", 10), 2: ("a2", None, 2), 3: (None, "y3", 3)}, "native"),
-        ("first-row", {}, {1: ("a1", None, 1), 2: ("a2", None, 2), 3: (None, "y3", 3)}, "native")]]])
+# ./dev full: every merge engine but plain deduplicate (the default run's), on both batch paths.
+_AGG = {"fields.n.aggregate-function": "sum", "fields.x.aggregate-function": "last_non_null_value",
+        "fields.y.aggregate-function": "last_non_null_value"}
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("path_kind", ["fast", "native"])
+@pytest.mark.parametrize("engine, options, expected", [
+    ("aggregation", _AGG, {1: ("a1", "y2", 11), 2: ("a2", None, 2), 3: (None, "y3", 3)}),
+    ("partial-update", {}, {1: ("a1", "y2", 10), 2: ("a2", None, 2), 3: (None, "y3", 3)}),
+    ("first-row", {}, {1: ("a1", None, 1), 2: ("a2", None, 2), 3: (None, "y3", 3)}),
+    ("deduplicate", {"sequence.field": "n"}, {1: (None, "y2", 10), 2: ("a2", None, 2), 3: (None, "y3", 3)})])
 def test_merge_engines_merge_a_key_with_its_row_in_older_files(spark, table_path, engine, options, expected,
                                                                 path_kind):
     """Readers merge nothing: a key's merged value, its older version looked up in another file of
@@ -189,3 +185,23 @@ def test_cross_partition_and_postpone_tables_with_deletion_vectors_are_refused(s
     with pytest.raises(ConfigurationError, match=named):
         lakesink.write(df, table_path, options={**options, "deletion-vectors.enabled": "true"})
     assert not os.path.exists(os.path.join(table_path, "schema"))
+
+
+@pytest.mark.full
+def test_row_level_statements_on_a_dynamic_bucket_dv_table(spark, table_path):
+    """DELETE, UPDATE and MERGE read the table through pypaimon (deletion vectors honoured) and
+    write their changes merged on write; a new key of the MERGE gets a bucket from the index."""
+    schema = "id long, dt string, v string"
+    df = spark.createDataFrame([(i, _dt(i), f"a{i}") for i in range(50)], schema)
+    lakesink.write(df, table_path, primary_key=["id", "dt"], partition_by=["dt"], options=dict(OPTIONS))
+    lakesink.delete(spark, table_path, "id < 5")
+    lakesink.update(spark, table_path, {"v": "'u'"}, "id >= 45")
+    source = spark.createDataFrame([(10, "d0", "m10"), (11, "d1", None), (100, "d0", "n100")], schema)
+    (lakesink.merge(spark, table_path, source, "t.id = s.id and t.dt = s.dt", target_alias="t")
+     .when_matched_delete(condition="s.v is null").when_matched_update({"v": "s.v"}).when_not_matched_insert_all()
+     .execute())
+    expected = {(i, _dt(i)): ("u" if i >= 45 else f"a{i}") for i in range(5, 50)}
+    expected.update({(10, "d0"): "m10", (100, "d0"): "n100"})
+    expected.pop((11, "d1"))
+    check(table_path, expected, unpatched=True)
+    check_index(table_path, {(i, _dt(i)) for i in range(50)} | {(100, "d0")})
