@@ -45,8 +45,7 @@ def _apply(expected: dict, rows) -> dict:
 
 
 def check(path: str, expected: dict, unpatched: bool = False) -> None:
-    """Key for key by pypaimon (`unpatched`: as released, in its own process); no level-0 file;
-    every key's hash in one bucket of its partition, the index holding every key ever written."""
+    """Key for key by pypaimon (`unpatched`: as released, in its own process); no level-0 file."""
     rows = (read_unpatched(path) if unpatched else read_table(path)).to_pylist()
     got = {(r["id"], r["dt"]): r["v"] for r in rows}
     assert len(got) == len(rows), "a key is live in two rows"
