@@ -117,3 +117,101 @@ def test_java_reads_a_partial_update_dv_table_lakesink_merged(spark, java_paimon
     expected.update({1: ("a1", "w1"), 2: ("b2", None), 70: (None, "w70")})
     assert java == expected
     assert _dv_files(path)
+
+
+# Dynamic buckets (bucket=-1, the key holding every partition column): merged on write per
+# (partition, bucket), the hash index beside the deletion vectors.
+DYN_COLUMNS = [["id", "BIGINT"], ["dt", "STRING"], ["v", "STRING"]]
+DYN_SCHEMA = "id long, dt string, v string, op string"
+DYN = {"deletion-vectors.enabled": "true", "dynamic-bucket.target-row-num": "16"}
+
+
+def _dyn(changes):
+    return [(i, f"d{i % 2}", v, op) for i, v, op in changes]
+
+
+def _apply_dyn(expected: dict, changes) -> dict:
+    for i, v, op in changes:
+        if op == "-D":
+            expected.pop((i, f"d{i % 2}"), None)
+        else:
+            expected[(i, f"d{i % 2}")] = v
+    return expected
+
+
+def _read_dyn_every_way(spark, java_paimon, path, tmp_path) -> dict:
+    """{(id, dt): v} as Java Paimon, pypaimon and lakesink.read return it; a key read twice fails."""
+    java = [((r["id"], r["dt"]), r["v"]) for r in java_paimon.read(path, tmp_path / "java")]
+    table = read_table(path)
+    py = list(zip(zip(table.column("id").to_pylist(), table.column("dt").to_pylist()), table.column("v").to_pylist()))
+    lake = [((r.id, r.dt), r.v) for r in lakesink.read(spark, path).select("id", "dt", "v").collect()]
+    for name, rows in (("java", java), ("pypaimon", py), ("lakesink", lake)):
+        twice = [k for k, n in Counter(k for k, _ in rows).items() if n > 1]
+        assert not twice, f"{name} reads keys {twice[:5]} more than once"
+    assert dict(java) == dict(py) == dict(lake)
+    return dict(java)
+
+
+def _dv_index(path) -> list:
+    """The latest snapshot's DELETION_VECTORS index entries (other files may be HASH index files);
+    through lakesink's table, which reads the manifests of Java's 1.0 writer too."""
+    from pypaimon.index.index_file_handler import IndexFileHandler
+
+    from lakesink.paimon.table.tables import open_table
+    return IndexFileHandler(open_table(path)).scan(None, lambda e: e.index_file.index_type == "DELETION_VECTORS")
+
+
+def test_java_reads_a_dynamic_bucket_dv_table_lakesink_wrote(spark, java_paimon, tmp_path):
+    from tests.interop.test_dynamic_buckets import check_index
+
+    path = str(tmp_path / "db.db" / "dyn_dv")
+    first = [(i, f"a{i}", "+I") for i in range(80)]
+    lakesink.write(spark.createDataFrame(_dyn(first), DYN_SCHEMA), path, primary_key=["id", "dt"],
+                   partition_by=["dt"], options={**DYN, "rowkind.field": "op"})
+    expected = _apply_dyn({}, first)
+    assert java_paimon.mode(path, tmp_path / "mode") == {"bucket": -1, "bucket_mode": "HASH_DYNAMIC"}
+    fast = [(3, "b3", "+U"), (4, None, "-D"), (500, "n500", "+I"), (7, "b7", "+I")]
+    lakesink.write(spark.createDataFrame(_dyn(fast), DYN_SCHEMA).coalesce(1), path)
+    _apply_dyn(expected, fast)
+    assert _read_dyn_every_way(spark, java_paimon, path, tmp_path) == expected
+    assert _dv_index(path), "no deletion vector was written: Java read full rewrites only"
+    check_index(path, {(i, f"d{i % 2}") for i, _, _ in first + fast})
+
+
+@pytest.mark.full
+def test_a_dynamic_bucket_dv_table_java_wrote_is_continued_by_lakesink_and_again_by_java(spark, java_paimon,
+                                                                                          tmp_path):
+    """Java's HashBucketAssigner and lookup compaction write the table; lakesink's assignment reads
+    Java's hash index and merges into Java's files and deletion vectors; Java continues both."""
+    from tests.interop.test_dynamic_buckets import check_index
+
+    path = str(tmp_path / "db.db" / "dyn_dv_java")
+    spec = {"columns": DYN_COLUMNS, "primary_key": ["id", "dt"], "partition": ["dt"]}
+    java_first = [["+I", [i, f"d{i % 2}", f"j{i}"]] for i in range(60)]
+    java_second = [["+U", [1, "d1", "k1"]], ["-D", [2, "d0", None]], ["+I", [3, "d1", "k3"]]]
+    java_paimon.replay({**spec, "options": dict(DYN), "batches": [java_first, java_second]}, path,
+                       tmp_path / "replay")
+    assert java_paimon.mode(path, tmp_path / "mode")["bucket"] == -1
+    assert _dv_index(path), "Java wrote no deletion vector: the table tests no inherited vectors"
+    expected = _apply_dyn({}, [(i, f"j{i}", "+I") for i in range(60)] + [(1, "k1", "+U"), (2, None, "-D"),
+                                                                          (3, "k3", "+I")])
+    seen = {(i, f"d{i % 2}") for i in range(60)}
+    assert _read_dyn_every_way(spark, java_paimon, path, tmp_path) == expected
+
+    ours = [(1, "f1", "+I"), (3, None, "-D"), (2, "f2", "+I"), (90, "f90", "+I")]
+    lakesink.write(spark.createDataFrame(_dyn(ours), DYN_SCHEMA).coalesce(1), path, options={"rowkind.field": "op"})
+    native = [(i, f"n{i}", "+I") for i in range(0, 100, 9)] + [(90, None, "-D")]
+    (spark.createDataFrame(_dyn(native), DYN_SCHEMA).coalesce(1).write.format("paimon")
+     .option("rowkind.field", "op").mode("append").save(path))
+    _apply_dyn(_apply_dyn(expected, ours), native)
+    seen |= {(i, f"d{i % 2}") for i, _, _ in ours + native}
+    assert _read_dyn_every_way(spark, java_paimon, path, tmp_path) == expected
+    check_index(path, seen)
+
+    again = [(i, f"x{i}", "+I") for i in range(0, 110, 11)] + [(5, None, "-D")]
+    java_paimon.replay({**spec, "options": {}, "continue": True,
+                        "batches": [[[op, [i, f"d{i % 2}", v]] for i, v, op in again]]}, path, tmp_path / "replay2")
+    _apply_dyn(expected, again)
+    seen |= {(i, f"d{i % 2}") for i, _, _ in again}
+    assert _read_dyn_every_way(spark, java_paimon, path, tmp_path) == expected
+    check_index(path, seen)

@@ -170,7 +170,7 @@ def test_what_cross_partition_tables_refuse_before_anything_is_written(spark, tm
     expected = {"sequence_field": (ConfigurationError, "where Paimon refuses a sequence.field"),
                 "ignore_delete": (ConfigurationError, "ignore-delete would drop"),
                 "index_ttl": (UnsupportedOptionError, "forget keys whose files are older than the TTL"),
-                "deletion_vectors": (UnsupportedOptionError, r"bucket=-1 \(dynamic buckets\) is not written")}.get(case)
+                "deletion_vectors": (ConfigurationError, "deletion-vectors.enabled=true: .* cross-partition mode")}.get(case)
     if case == "pipelined":
         from tests.spark.test_keyed_stream_write import _source, _stream
         _source(tmp_path / "src", [[(1, "eu", "+I")]])

@@ -41,15 +41,16 @@ def pypaimon_table(warehouse, name: str, options: dict, primary_keys=()) -> str:
     return str(warehouse / "db.db" / name)
 
 
-# Deletion vectors are written in fixed-bucket primary-key tables (tests/spark/test_deletion_vectors.py).
+# Deletion vectors are written in fixed- and dynamic-bucket primary-key tables
+# (tests/spark/test_deletion_vectors.py, tests/spark/test_dynamic_deletion_vectors.py).
 @pytest.mark.parametrize("path_kind", PATHS)
-@pytest.mark.parametrize("keyed", [True, False], ids=["dynamic-bucket", "append"])
+@pytest.mark.parametrize("keyed", [True, False], ids=["postpone-bucket", "append"])
 def test_deletion_vectors_on_create_are_refused_and_no_table_is_created(spark, table_path, path_kind, keyed):
-    options = {"deletion-vectors.enabled": "true", **({"primary-key": "id"} if keyed else {})}
+    options = {"deletion-vectors.enabled": "true", **({"primary-key": "id", "bucket": "-2"} if keyed else {})}
     with pytest.raises(Exception) as info:
         write(rows(spark), table_path, path_kind, **options)
     assert "deletion-vectors.enabled=true" in str(info.value)
-    assert ("bucket=-1 (dynamic buckets)" if keyed else "an append table with deletion vectors") in str(info.value)
+    assert ("bucket=-2 (postpone buckets)" if keyed else "an append table with deletion vectors") in str(info.value)
     assert not os.path.exists(os.path.join(table_path, "schema"))
     assert not os.path.exists(os.path.join(table_path, "snapshot"))
 
@@ -70,7 +71,7 @@ def test_deletion_vectors_given_to_a_write_into_a_table_without_them_are_refused
     before.check()
 
 
-@pytest.mark.parametrize("option, value, bucket", [("deletion-vectors.enabled", "true", "-1"),
+@pytest.mark.parametrize("option, value, bucket", [("deletion-vectors.enabled", "true", "-2"),
                                                    ("metadata.iceberg.storage", "table-location", "2")])
 def test_a_keyed_table_holding_an_unhonoured_option_is_not_written(spark, warehouse, option, value, bucket):
     path = pypaimon_table(warehouse, "k", {"bucket": bucket, option: value}, primary_keys=["id"])

@@ -7,7 +7,10 @@ Before its snapshot, a commit therefore merges, per bucket it writes, its new le
 with the runs Paimon's universal compaction adds (`LsmOptions.pick`, level 0 always taken) into
 one sorted run at level >= 1, and looks the merged keys up in the bucket's other files: their
 older rows are marked deleted in those files' deletion vectors (Paimon's lookup). A rewritten
-file leaves with its deletion vector; rows its vector marked are not read.
+file leaves with its deletion vector; rows its vector marked are not read. Fixed- and
+dynamic-bucket tables alike: a merge keeps every key in its bucket, so a dynamic-bucket commit's
+hash index (`keyed.dynamic.index_changes`, from the new level-0 files) holds as without deletion
+vectors, and its index files join the same snapshot.
 
 Deletion vectors are pypaimon's: the bitmaps (`pypaimon.deletionvectors`), read and written
 per bucket as one index file of kind DELETION_VECTORS (`pypaimon.write.table_delete`).

@@ -186,6 +186,8 @@ def partition_conflict(table, check_from: int, latest, partitions: set | None, c
     from pypaimon.manifest.manifest_list_manager import ManifestListManager
     manager = table.snapshot_manager()
     lists, manifests = ManifestListManager(table), ManifestFileManager(table)
+    # A deletion-vector table's commits are merged on write: OVERWRITE snapshots, as Paimon's.
+    own_kinds = ("APPEND", "OVERWRITE") if table.options.deletion_vectors_enabled() else ("APPEND",)
     for snapshot_id in range(check_from + 1, latest.id + 1):
         snapshot = manager.get_snapshot_by_id(snapshot_id)
         if snapshot is None:
@@ -193,7 +195,7 @@ def partition_conflict(table, check_from: int, latest, partitions: set | None, c
                     "assignment was planned on) has expired, so other writers cannot be ruled out")
         if snapshot.commit_kind == "COMPACT":
             continue  # keeps every key in its bucket and the index as it was
-        if (snapshot.commit_user == commit_user and snapshot.commit_kind == "APPEND"
+        if (snapshot.commit_user == commit_user and snapshot.commit_kind in own_kinds
                 and snapshot.commit_identifier <= identifier):
             continue  # an earlier batch of this stream, planned before this one (or this commit itself)
         for meta in lists.read_delta(snapshot):
