@@ -7,14 +7,13 @@ released (its own process), by `lakesink.read` and by `spark.read.format("paimon
 from __future__ import annotations
 
 import os
-import threading
 
 import pyarrow as pa
 import pytest
 
 import lakesink
-from lakesink.errors import CommitConflictError, UnsupportedOptionError, UnsupportedTableError
-from tests.helpers import latest_snapshot_id, read_table, snapshots, write
+from lakesink.errors import CommitConflictError, UnsupportedOptionError
+from tests.helpers import latest_snapshot_id, read_table, write
 from tests.spark import delta_oracle
 from tests.unpatched import read_unpatched
 
@@ -53,8 +52,9 @@ def dv_state(path: str):
 
 
 def check(spark, path: str, expected, every_reader: bool = True) -> None:
-    """Row for row: pypaimon as released (own process) and, with `every_reader`, lakesink.read and
-    format('paimon'); every deletion vector belongs to a live file and leaves a row of it."""
+    """Row for row with the model: pypaimon (with `every_reader`: as released, in its own process)
+    and, with `every_reader`, lakesink.read and format('paimon'); every deletion vector belongs to
+    a live file and leaves a row of it (a file with none left is removed)."""
     expected = sorted(expected)
     assert _sorted(read_unpatched(path).to_pylist() if every_reader else read_table(path).to_pylist()) == expected
     if every_reader:
@@ -65,69 +65,142 @@ def check(spark, path: str, expected, every_reader: bool = True) -> None:
     assert all(0 < n < files[name] for name, n in marked.items())
 
 
-def test_delete_update_merge_mark_rows_and_every_reader_leaves_them_out(spark, table_path, tmp_path):
+def _same_as_delta(tmp_path, step: str, op: str, before, model, **spec) -> None:
+    """delta-rs runs the same statement on the same rows: the same rows come out."""
+    if not delta_oracle.available():
+        return
+    (tmp_path / step).mkdir()
+    delta, _ = delta_oracle.run(tmp_path / step, op, _arrow(before), **spec)
+    assert _sorted(delta.select(ARROW.names).to_pylist()) == sorted(model)
+
+
+SOURCE = [(1, 100.0, "upd", "d1", "U"), (2, 0.0, "x", "d1", "D"), (25, 250.0, "upd", "d2", "U"),
+          (50, 50.0, "ins", "d2", "I")]
+
+
+# Default: the model, pypaimon in process after each step, every reader once the table holds
+# vectors of all three statements, and after compaction. ./dev full: every reader and delta-rs
+# after every statement.
+@pytest.mark.parametrize("thorough", [False, pytest.param(True, marks=pytest.mark.full)], ids=["model", "delta"])
+def test_statements_mark_rows_and_every_reader_leaves_them_out(spark, table_path, tmp_path, thorough):
     _create(spark, table_path)
-    for step in "123":
-        (tmp_path / step).mkdir()
     model = list(ROWS)
     before, _ = dv_state(table_path)
     # DELETE: rows marked, no file rewritten
     where = "dt = 'd1' and status = 'test'"
     report = lakesink.delete(spark, table_path, where=where)
     assert report.rows_deleted == 7 and report.commit_kind == "OVERWRITE" and report.files_added == 0
-    model = [r for r in model if not (r[3] == "d1" and r[2] == "test")]
+    start, model = model, [r for r in model if not (r[3] == "d1" and r[2] == "test")]
     files, marked = dv_state(table_path)
     assert set(files) == set(before) and marked, "a DELETE on a deletion-vector table rewrote files"
-    check(spark, table_path, model, every_reader=False)
-    if delta_oracle.available():
-        delta, _ = delta_oracle.run(tmp_path / "1", "delete", _arrow(ROWS), where=where)
-        assert _sorted(delta.to_pylist()) == sorted(model)
-    # UPDATE: old versions marked, new ones appended; a row deleted before is not updated again
-    start = list(model)
-    report = lakesink.update(spark, table_path, set={"status": "'shipped'", "amount": "amount * 2"},
-                             where="id in (1, 3, 25, 26)")
+    check(spark, table_path, model, thorough)
+    if thorough:
+        _same_as_delta(tmp_path, "delete", "delete", start, model, where=where)
+    # UPDATE: old versions marked, new ones added; a row deleted before (3) is not updated again
+    assignments, where = {"status": "'shipped'", "amount": "amount * 2"}, "id in (1, 3, 25, 26)"
+    report = lakesink.update(spark, table_path, set=assignments, where=where)
     assert report.rows_updated == 3 and report.files_added >= 1
-    model = [(i, a * 2, "shipped", d) if i in (1, 25, 26) else (i, a, s, d) for i, a, s, d in model]
-    check(spark, table_path, model, every_reader=False)
-    if delta_oracle.available():
-        delta, _ = delta_oracle.run(tmp_path / "2", "update", _arrow(start), set={"status": "'shipped'",
-                                    "amount": "amount * 2"}, where="id in (1, 3, 25, 26)")
-        assert _sorted(delta.to_pylist()) == sorted(model)
-    # MERGE: updates (of rows updated before too), deletes, inserts
-    source = [(1, 100.0, "upd", "d1", "U"), (2, 0.0, "x", "d1", "D"), (25, 250.0, "upd", "d2", "U"),
-              (50, 50.0, "ins", "d2", "I")]
-    src = spark.createDataFrame(source, SCHEMA + ", op string")
-    start = list(model)
-    report = (lakesink.merge(spark, table_path, src, on="t.id = s.id and t.dt = s.dt")
+    start, model = model, [(i, a * 2, "shipped", d) if i in (1, 25, 26) else (i, a, s, d) for i, a, s, d in model]
+    check(spark, table_path, model, thorough)
+    if thorough:
+        _same_as_delta(tmp_path, "update", "update", start, model, set=assignments, where=where)
+    # MERGE: updates (1 and 25 a second time: rows of the UPDATE's files marked), a delete, an insert
+    report = (lakesink.merge(spark, table_path, spark.createDataFrame(SOURCE, SCHEMA + ", op string"),
+                             on="t.id = s.id and t.dt = s.dt")
               .when_matched_delete(condition="s.op = 'D'")
               .when_matched_update(set={"amount": "s.amount", "status": "s.status"})
-              .when_not_matched_insert_all()
+              .when_not_matched_insert(values={c: f"s.{c}" for c in ARROW.names})
               .execute())
     assert (report.rows_updated, report.rows_deleted, report.rows_inserted) == (2, 1, 1)
-    by_id = {s[0]: s for s in source}
-    model = ([r for r in model if r[0] != 2 and r[0] not in (1, 25)]
-             + [(1, 100.0, "upd", "d1"), (25, 250.0, "upd", "d2"), (50, 50.0, "ins", "d2")])
-    assert by_id[50][:4] in model
+    start, model = model, ([r for r in model if r[0] not in (1, 2, 25)]
+                           + [(1, 100.0, "upd", "d1"), (25, 250.0, "upd", "d2"), (50, 50.0, "ins", "d2")])
     check(spark, table_path, model)
-    if delta_oracle.available():
-        delta, _ = delta_oracle.run(
-            tmp_path / "3", "merge", _arrow(start), source=pa.Table.from_pylist(
-                [dict(zip(ARROW.names + ["op"], r)) for r in source]),
-            on="t.id = s.id and t.dt = s.dt",
-            clauses=[["matched_delete", "s.op = 'D'", None],
-                     ["matched_update", None, {"amount": "s.amount", "status": "s.status"}],
-                     ["insert_all", None, None]])
-        assert _sorted(delta.drop_columns(["op"]).to_pylist() if "op" in delta.column_names
-                       else delta.to_pylist()) == sorted(model)
+    if thorough:
+        source = pa.Table.from_pylist([dict(zip([*ARROW.names, "op"], r)) for r in SOURCE])
+        _same_as_delta(tmp_path, "merge", "merge", start, model, source=source, on="t.id = s.id and t.dt = s.dt",
+                       clauses=[["matched_delete", "s.op = 'D'", None],
+                                ["matched_update", None, {"amount": "s.amount", "status": "s.status"}],
+                                ["insert", None, {c: f"s.{c}" for c in ARROW.names}]])
     # an append is plain: nothing merged, nothing marked
-    _, marked_before = dv_state(table_path)
+    _, marked = dv_state(table_path)
     more = [(100 + i, 1.0, "new", "d1") for i in range(5)]
     write(spark.createDataFrame(more, SCHEMA), table_path, "native")
     model += more
-    assert dv_state(table_path)[1] == marked_before
-    check(spark, table_path, model, every_reader=False)
+    assert dv_state(table_path)[1] == marked
+    check(spark, table_path, model, thorough)
     # compaction: marked rows leave with the rewritten files, and so do their vectors
     lakesink.compact(spark, table_path)
+    assert dv_state(table_path)[1] == {}, "compaction left deletion vectors of the files it rewrote"
+    check(spark, table_path, model, every_reader=False)
+    assert _sorted(r.asDict() for r in lakesink.read(spark, table_path).collect()) == sorted(model)
+    # an overwrite of a partition: its files leave with their vectors, the other partition's stay
+    lakesink.delete(spark, table_path, where="id in (4, 30)")
+    model = [r for r in model if r[0] not in (4, 30)]
+    assert len(dv_state(table_path)[1]) == 2
+    fresh = [(200, 2.0, "new", "d1")]
+    lakesink.write(spark.createDataFrame(fresh, SCHEMA), table_path, mode="overwrite",
+                   options={"partitionOverwriteMode": "dynamic"})
+    model = [r for r in model if r[3] != "d1"] + fresh
+    check(spark, table_path, model, every_reader=False)
     files, marked = dv_state(table_path)
-    assert not marked, "compaction left deletion vectors of the files it rewrote"
-    check(spark, table_path, model)
+    assert len(marked) == 1
+
+
+def test_a_compaction_and_a_statement_marking_the_same_files_conflict(spark, table_path, monkeypatch):
+    """Rows marked after a compaction's rewrite read its inputs: the compaction is a conflict
+    (its file would bring them back). A compaction landing between a statement's read and its
+    snapshot: the statement is a conflict (its marks are of files gone). Neither changes the table."""
+    from lakesink.paimon.compaction.append_aggregator import SmallFileAggregator
+    from lakesink.paimon.compaction.rewrite import rewrite_on_driver
+    from lakesink.paimon.compaction.target import PaimonCompactionTarget, live_files
+    from lakesink.paimon.commit.target import PaimonTarget
+    from lakesink.paimon.table.tables import open_table
+    from lakesink.protocol import crashpoints
+
+    _create(spark, table_path, rows=[r for r in ROWS if r[3] == "d1"])
+    model = [r for r in ROWS if r[3] == "d1"]
+    compaction = PaimonCompactionTarget(PaimonTarget(table_path))
+
+    def rewritten():
+        table = open_table(table_path)
+        aggregator = SmallFileAggregator(table, compaction.staging_dir("c"), target_size=1 << 30)
+        aggregator.flush()
+        inputs = live_files(table)
+        return inputs, rewrite_on_driver([aggregator.task_for(inputs)])
+
+    inputs, outputs = rewritten()
+    lakesink.delete(spark, table_path, where="id = 5")
+    model = [r for r in model if r[0] != 5]
+    before = latest_snapshot_id(table_path)
+    with pytest.raises(CommitConflictError, match="marked deleted after the rewrite read them"):
+        compaction.commit_compaction("c", 1, inputs, outputs)
+    assert latest_snapshot_id(table_path) == before
+    check(spark, table_path, model, every_reader=False)
+
+    reached = crashpoints.reached
+
+    def compact_first(point):  # another writer's compaction lands before the statement's snapshot
+        if point == "before-snapshot":
+            monkeypatch.setattr(crashpoints, "reached", reached)
+            lakesink.compact(None, table_path)
+        reached(point)
+
+    monkeypatch.setattr(crashpoints, "reached", compact_first)
+    with pytest.raises(CommitConflictError):
+        lakesink.delete(spark, table_path, where="id = 6")
+    files, marked = dv_state(table_path)
+    assert len(files) == 1 and not marked
+    check(spark, table_path, model, every_reader=False)
+    lakesink.delete(spark, table_path, where="id = 6")  # planned afresh, it lands
+    check(spark, table_path, [r for r in model if r[0] != 6], every_reader=False)
+
+
+@pytest.mark.parametrize("options, named", [
+    ({"row-tracking.enabled": "true"}, "row-tracking.enabled=true"),
+    ({"metadata.iceberg.storage": "table-location"}, "metadata.iceberg.storage=table-location"),
+])
+def test_options_deletion_vectors_cannot_go_with_are_refused_by_name(spark, table_path, options, named):
+    with pytest.raises(UnsupportedOptionError, match=named) as info:
+        lakesink.write(spark.createDataFrame(ROWS[:2], SCHEMA), table_path, options={**DV, **options})
+    assert info.value.option == "deletion-vectors.enabled"
+    assert not os.path.exists(os.path.join(table_path, "schema"))
