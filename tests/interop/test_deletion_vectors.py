@@ -117,3 +117,20 @@ def test_java_reads_a_partial_update_dv_table_lakesink_merged(spark, java_paimon
     expected.update({1: ("a1", "w1"), 2: ("b2", None), 70: (None, "w70")})
     assert java == expected
     assert _dv_files(path)
+
+
+def test_java_reads_an_append_table_after_lakesink_marked_rows_deleted(spark, java_paimon, tmp_path):
+    """An append table with deletion vectors after a DELETE and an UPDATE (rows marked in the
+    vectors, new versions added): Apache Paimon's Java reader leaves the marked rows out too."""
+    path = str(tmp_path / "db.db" / "append_dv")
+    rows = [(i, f"a{i}", "d1" if i % 2 else "d2") for i in range(60)]
+    lakesink.write(spark.createDataFrame(rows, "id long, v string, dt string").repartition(3), path,
+                   partition_by=["dt"], options={"deletion-vectors.enabled": "true"})
+    lakesink.delete(spark, path, where="id % 7 = 0")
+    lakesink.update(spark, path, set={"v": "concat('u', v)"}, where="id in (1, 2, 8)")
+    expected = sorted((i, ("u" if i in (1, 2, 8) else "") + v, dt) for i, v, dt in rows if i % 7)
+    assert _dv_files(path), "no deletion vector was written"
+    java = sorted((r["id"], r["v"], r["dt"]) for r in java_paimon.read(path, tmp_path / "java"))
+    assert java == expected
+    py = read_unpatched(path)
+    assert sorted(zip(*(py.column(c).to_pylist() for c in ("id", "v", "dt")))) == expected
