@@ -51,15 +51,17 @@ def dv_state(path: str):
     return files, marked
 
 
-def check(spark, path: str, expected, every_reader: bool = True) -> None:
+def check(spark, path: str, expected, every_reader: bool = True, format_read: bool = True) -> None:
     """Row for row with the model: pypaimon (with `every_reader`: as released, in its own process)
-    and, with `every_reader`, lakesink.read and format('paimon'); every deletion vector belongs to
-    a live file and leaves a row of it (a file with none left is removed)."""
+    and, with `every_reader`, lakesink.read and (`format_read`) format('paimon'), pypaimon's reader
+    in Spark's Python workers; every deletion vector belongs to a live file and leaves a row of it
+    (a file with none left is removed)."""
     expected = sorted(expected)
     assert _sorted(read_unpatched(path).to_pylist() if every_reader else read_table(path).to_pylist()) == expected
     if every_reader:
         assert _sorted(r.asDict() for r in lakesink.read(spark, path).collect()) == expected
-        assert _sorted(r.asDict() for r in spark.read.format("paimon").load(path).collect()) == expected
+        if format_read:
+            assert _sorted(r.asDict() for r in spark.read.format("paimon").load(path).collect()) == expected
     files, marked = dv_state(path)
     assert set(marked) <= set(files), "a deletion vector of a file no longer live"
     assert all(0 < n < files[name] for name, n in marked.items())
@@ -78,33 +80,35 @@ SOURCE = [(1, 100.0, "upd", "d1", "U"), (2, 0.0, "x", "d1", "D"), (25, 250.0, "u
           (50, 50.0, "ins", "d2", "I")]
 
 
-# Default: the model, pypaimon in process after each step, every reader once the table holds
-# vectors of all three statements, and after compaction. ./dev full: every reader and delta-rs
-# after every statement.
-@pytest.mark.parametrize("thorough", [False, pytest.param(True, marks=pytest.mark.full)], ids=["model", "delta"])
+# Default: a MERGE (marks of deletes and updates, new versions and inserts added), pypaimon as
+# released and lakesink.read once it landed, an append, an overwrite and compaction (DELETE and
+# UPDATE alone: the conflict test and tests/interop/test_deletion_vectors.py). ./dev full: a
+# DELETE and an UPDATE first, every reader (format('paimon') too) and delta-rs after every
+# statement, the append through format('paimon').
+@pytest.mark.parametrize("thorough", [False, pytest.param(True, marks=pytest.mark.full)], ids=["merge", "all"])
 def test_statements_mark_rows_and_every_reader_leaves_them_out(spark, table_path, tmp_path, thorough):
     _create(spark, table_path)
     model = list(ROWS)
     before, _ = dv_state(table_path)
-    # DELETE: rows marked, no file rewritten
-    where = "dt = 'd1' and status = 'test'"
-    report = lakesink.delete(spark, table_path, where=where)
-    assert report.rows_deleted == 7 and report.commit_kind == "OVERWRITE" and report.files_added == 0
-    start, model = model, [r for r in model if not (r[3] == "d1" and r[2] == "test")]
-    files, marked = dv_state(table_path)
-    assert set(files) == set(before) and marked, "a DELETE on a deletion-vector table rewrote files"
-    check(spark, table_path, model, thorough)
     if thorough:
+        # DELETE: rows marked, no file rewritten
+        where = "dt = 'd1' and status = 'test'"
+        report = lakesink.delete(spark, table_path, where=where)
+        assert report.rows_deleted == 7 and report.commit_kind == "OVERWRITE" and report.files_added == 0
+        start, model = model, [r for r in model if not (r[3] == "d1" and r[2] == "test")]
+        files, marked = dv_state(table_path)
+        assert set(files) == set(before) and marked, "a DELETE on a deletion-vector table rewrote files"
+        check(spark, table_path, model)
         _same_as_delta(tmp_path, "delete", "delete", start, model, where=where)
-    # UPDATE: old versions marked, new ones added; a row deleted before (3) is not updated again
-    assignments, where = {"status": "'shipped'", "amount": "amount * 2"}, "id in (1, 3, 25, 26)"
-    report = lakesink.update(spark, table_path, set=assignments, where=where)
-    assert report.rows_updated == 3 and report.files_added >= 1
-    start, model = model, [(i, a * 2, "shipped", d) if i in (1, 25, 26) else (i, a, s, d) for i, a, s, d in model]
-    check(spark, table_path, model, thorough)
-    if thorough:
+        # UPDATE: old versions marked, new ones added; a row deleted before (3) is not updated again
+        assignments, where = {"status": "'shipped'", "amount": "amount * 2"}, "id in (1, 3, 25, 26)"
+        report = lakesink.update(spark, table_path, set=assignments, where=where)
+        assert report.rows_updated == 3 and report.files_added >= 1
+        start, model = model, [(i, a * 2, "shipped", d) if i in (1, 25, 26) else (i, a, s, d)
+                               for i, a, s, d in model]
+        check(spark, table_path, model)
         _same_as_delta(tmp_path, "update", "update", start, model, set=assignments, where=where)
-    # MERGE: updates (1 and 25 a second time: rows of the UPDATE's files marked), a delete, an insert
+    # MERGE: updates (after the UPDATE: of rows in its files), a delete, an insert
     report = (lakesink.merge(spark, table_path, spark.createDataFrame(SOURCE, SCHEMA + ", op string"),
                              on="t.id = s.id and t.dt = s.dt")
               .when_matched_delete(condition="s.op = 'D'")
@@ -112,9 +116,10 @@ def test_statements_mark_rows_and_every_reader_leaves_them_out(spark, table_path
               .when_not_matched_insert(values={c: f"s.{c}" for c in ARROW.names})
               .execute())
     assert (report.rows_updated, report.rows_deleted, report.rows_inserted) == (2, 1, 1)
+    assert report.files_removed == 0 and dv_state(table_path)[1]
     start, model = model, ([r for r in model if r[0] not in (1, 2, 25)]
                            + [(1, 100.0, "upd", "d1"), (25, 250.0, "upd", "d2"), (50, 50.0, "ins", "d2")])
-    check(spark, table_path, model)
+    check(spark, table_path, model, format_read=thorough)
     if thorough:
         source = pa.Table.from_pylist([dict(zip([*ARROW.names, "op"], r)) for r in SOURCE])
         _same_as_delta(tmp_path, "merge", "merge", start, model, source=source, on="t.id = s.id and t.dt = s.dt",
@@ -124,26 +129,33 @@ def test_statements_mark_rows_and_every_reader_leaves_them_out(spark, table_path
     # an append is plain: nothing merged, nothing marked
     _, marked = dv_state(table_path)
     more = [(100 + i, 1.0, "new", "d1") for i in range(5)]
-    write(spark.createDataFrame(more, SCHEMA), table_path, "native")
+    write(spark.createDataFrame(more, SCHEMA), table_path, "native" if thorough else "fast")
     model += more
     assert dv_state(table_path)[1] == marked
-    check(spark, table_path, model, thorough)
-    # compaction: marked rows leave with the rewritten files, and so do their vectors
-    lakesink.compact(spark, table_path)
-    assert dv_state(table_path)[1] == {}, "compaction left deletion vectors of the files it rewrote"
-    check(spark, table_path, model, every_reader=False)
-    assert _sorted(r.asDict() for r in lakesink.read(spark, table_path).collect()) == sorted(model)
+    check(spark, table_path, model, every_reader=thorough)
     # an overwrite of a partition: its files leave with their vectors, the other partition's stay
-    lakesink.delete(spark, table_path, where="id in (4, 30)")
-    model = [r for r in model if r[0] not in (4, 30)]
-    assert len(dv_state(table_path)[1]) == 2
+    assert {p for p, _ in _marked_partitions(table_path)} == {"d1", "d2"}
     fresh = [(200, 2.0, "new", "d1")]
     lakesink.write(spark.createDataFrame(fresh, SCHEMA), table_path, mode="overwrite",
                    options={"partitionOverwriteMode": "dynamic"})
     model = [r for r in model if r[3] != "d1"] + fresh
     check(spark, table_path, model, every_reader=False)
-    files, marked = dv_state(table_path)
-    assert len(marked) == 1
+    assert {p for p, _ in _marked_partitions(table_path)} == {"d2"}
+    # compaction: marked rows leave with the rewritten files, and so do their vectors
+    lakesink.compact(spark, table_path)
+    assert dv_state(table_path)[1] == {}, "compaction left deletion vectors of the files it rewrote"
+    check(spark, table_path, model, every_reader=thorough)
+    assert _sorted(r.asDict() for r in lakesink.read(spark, table_path).collect()) == sorted(model)
+
+
+def _marked_partitions(path: str) -> set:
+    """(partition value, data file name) of every file a deletion vector marks rows of."""
+    from pypaimon.table.file_store_table import FileStoreTable
+    from lakesink.paimon.files.deletion_vectors import Vectors
+
+    table = FileStoreTable.from_path(path)
+    vectors = Vectors(table, table.snapshot_manager().get_latest_snapshot())
+    return {(e.partition.values[0], name) for e in vectors.entries() for name in e.index_file.dv_ranges}
 
 
 def test_a_compaction_and_a_statement_marking_the_same_files_conflict(spark, table_path, monkeypatch):
