@@ -108,14 +108,13 @@ class Vectors:
     def path_of(self, entry) -> str:
         return self._io._index_file_path(entry.index_file, entry.partition, entry.bucket)
 
-    def change_bucket(self, partition: tuple, bucket: int, marks: Mapping[str, Iterable[int]] = None,
-                      dropped: Iterable[str] = (), live: set[str] | None = None) -> BucketChange | None:
+    def change_bucket(self, partition: tuple, bucket: int, marks: Mapping[str, Iterable[int]] | None = None,
+                      dropped: Iterable[str] = ()) -> BucketChange | None:
         """The bucket's index after marking `marks` ({data file name: positions}) and dropping the
-        vectors of the files in `dropped` (removed by the same commit) and, given `live` (the names
-        of the bucket's live files), of files no longer live. None: nothing changes."""
+        vectors of the files in `dropped` (removed by the same commit). None: nothing changes."""
         entries, vectors = self.of_bucket(partition, bucket)
         dropped = set(dropped)
-        after = {name: dv for name, dv in vectors.items() if name not in dropped and (live is None or name in live)}
+        after = {name: dv for name, dv in vectors.items() if name not in dropped}
         changed = len(after) != len(vectors) or bool(dropped & set(marks or {}))
         for name, marked in (marks or {}).items():
             if name in dropped:
