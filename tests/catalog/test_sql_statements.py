@@ -56,8 +56,8 @@ def test_create_table_with_paimon_properties_makes_the_table_lakesink_writes(spa
 
 
 @pytest.mark.parametrize("statement, error, named", [
-    ("CREATE TABLE shop.d (id BIGINT) TBLPROPERTIES ('deletion-vectors.enabled' = 'true')", UnsupportedOptionError,
-     "deletion-vectors.enabled"),
+    ("CREATE TABLE shop.d (id BIGINT) TBLPROPERTIES ('deletion-vectors.enabled' = 'true', "
+     "'row-tracking.enabled' = 'true')", UnsupportedOptionError, "deletion-vectors.enabled"),
     ("CREATE TABLE shop.d (id BIGINT NOT NULL, v STRING NOT NULL) TBLPROPERTIES ('primary-key' = 'id', "
      "'bucket' = '1')", ConfigurationError, "NOT NULL on 'v'"),
     ("CREATE TABLE shop.d (id BIGINT, op STRING) TBLPROPERTIES ('rowkind.field' = 'op')", ConfigurationError,

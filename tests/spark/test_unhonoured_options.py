@@ -42,15 +42,17 @@ def pypaimon_table(warehouse, name: str, options: dict, primary_keys=()) -> str:
 
 
 # Deletion vectors are written in fixed- and dynamic-bucket primary-key tables
-# (tests/spark/test_deletion_vectors.py, tests/spark/test_dynamic_deletion_vectors.py).
+# (tests/spark/test_deletion_vectors.py, tests/spark/test_dynamic_deletion_vectors.py) and in append
+# tables without row tracking (tests/spark/test_deletion_vectors_append.py).
 @pytest.mark.parametrize("path_kind", PATHS)
-@pytest.mark.parametrize("keyed", [True, False], ids=["postpone-bucket", "append"])
+@pytest.mark.parametrize("keyed", [True, False], ids=["postpone-bucket", "append-row-tracking"])
 def test_deletion_vectors_on_create_are_refused_and_no_table_is_created(spark, table_path, path_kind, keyed):
-    options = {"deletion-vectors.enabled": "true", **({"primary-key": "id", "bucket": "-2"} if keyed else {})}
+    options = {"deletion-vectors.enabled": "true",
+               **({"primary-key": "id", "bucket": "-2"} if keyed else {"row-tracking.enabled": "true"})}
     with pytest.raises(Exception) as info:
         write(rows(spark), table_path, path_kind, **options)
     assert "deletion-vectors.enabled=true" in str(info.value)
-    assert ("bucket=-2 (postpone buckets)" if keyed else "an append table with deletion vectors") in str(info.value)
+    assert ("bucket=-2 (postpone buckets)" if keyed else "not together with row-tracking.enabled=true") in str(info.value)
     assert not os.path.exists(os.path.join(table_path, "schema"))
     assert not os.path.exists(os.path.join(table_path, "snapshot"))
 

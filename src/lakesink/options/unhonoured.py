@@ -60,12 +60,24 @@ def deletion_vector_problem(options, primary_keys, complete: bool = True) -> str
     merge_first = ("lakesink merges each commit into deletion vectors (Paimon's merge on write) for primary-key "
                    "tables with fixed buckets (bucket >= 1) or dynamic buckets (bucket=-1, the key holding every "
                    "partition column) and no changelog producer only")
+    bitmap64 = str(options.get("deletion-vectors.bitmap64", "false")).strip().lower() == "true"
     if not primary_keys:
         if not complete:
             return None
-        return (f"{merge_first}; an append table with deletion vectors is not written (Paimon marks its "
-                "deleted rows, which lakesink's row-level changes rewrite instead). Create the table without "
-                "it, or write it with Apache Paimon's Java writers.")
+        marks = ("lakesink marks the rows row-level changes delete in deletion vectors of append tables, and "
+                 "applies them wherever it reads or rewrites a file")
+        if str(options.get("row-tracking.enabled", "false")).strip().lower() == "true":
+            return (f"{marks}, but not together with row-tracking.enabled=true (an updated row would need its "
+                    "_ROW_ID kept in a new file). Create the table with one of deletion-vectors.enabled and "
+                    "row-tracking.enabled, or write it with Apache Paimon's Java writers.")
+        iceberg = str(options.get("metadata.iceberg.storage", "disabled")).strip().lower()
+        if iceberg != "disabled":
+            return (f"{marks}; with metadata.iceberg.storage={iceberg} Iceberg readers would still read the "
+                    "rows they mark. Create the table with one of the two options.")
+        if bitmap64:
+            return (f"{marks}, in 32-bit bitmaps only; deletion-vectors.bitmap64=true is not written. Create the "
+                    "table without it, or write it with Apache Paimon's Java writers.")
+        return None
     bucket = str(options.get("bucket", "-1" if complete else "")).strip()
     if bucket:
         try:
@@ -85,7 +97,7 @@ def deletion_vector_problem(options, primary_keys, complete: bool = True) -> str
     engine = str(options.get("merge-engine", "deduplicate")).strip().lower()
     if engine not in _DV_ENGINES:
         return f"{merge_first}; merge-engine={engine} is not written with them."
-    if str(options.get("deletion-vectors.bitmap64", "false")).strip().lower() == "true":
+    if bitmap64:
         return (f"{merge_first}; deletion-vectors.bitmap64=true (64-bit bitmaps) is not written. Create the "
                 "table without it, or write it with Apache Paimon's Java writers.")
     return None
@@ -101,11 +113,14 @@ def _unhonoured(*entries: Unhonoured) -> None:
 
 _unhonoured(
     Unhonoured("deletion-vectors.enabled", ("false",),
-               "Readers of a deletion-vector table skip level-0 files and merge no rows across files.",
+               "Readers of a deletion-vector table skip the rows its vectors mark, and those of a primary-key "
+               "table skip level-0 files and merge no rows across files.",
                honoured_in=deletion_vector_problem,
                honoured_doc="`true` in primary-key tables with `bucket` >= 1, or `bucket=-1` with a key holding "
                             "every partition column, and no `changelog-producer` (each commit merged on write, "
-                            "docs/keyed.md); refused in any other table (append, cross-partition, postpone-bucket)"),
+                            "docs/keyed.md), and in append tables without `row-tracking.enabled` or Iceberg "
+                            "metadata (row-level changes mark rows deleted, docs/row-level.md); refused in any "
+                            "other table (cross-partition, postpone-bucket)"),
     Unhonoured("row-tracking.enabled", ("false",), "Paimon tracks the rows of unaware-bucket append tables only "
                "(it refuses the option with a primary key or fixed buckets).",
                honoured_in=row_tracking_problem,

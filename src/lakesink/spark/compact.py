@@ -251,10 +251,12 @@ def _replaced_and_new(done: dict) -> tuple[list, list]:
 
 
 def _rebase(compaction: PaimonCompactionTarget, done: dict) -> set:
-    """After a conflict: drop from `done` the rewrites whose inputs are not all live any more,
-    deleting their outputs (their rows are already elsewhere); return their keys."""
+    """After a conflict: drop from `done` the rewrites whose inputs are not all live any more
+    (their rows are already elsewhere), or had rows marked deleted since the rewrite read them,
+    deleting their outputs; return their keys."""
     live = {compaction.identity(f) for f in compaction.live(_replaced_and_new(done)[0])}
-    dropped = {key for key, (files, _) in done.items() if not all(compaction.identity(f) in live for f in files)}
+    dropped = {key for key, (files, outputs) in done.items()
+               if not all(compaction.identity(f) in live for f in files) or compaction.stale(files, outputs)}
     for key in dropped:
         compaction.discard(done.pop(key)[1])
     return dropped

@@ -17,6 +17,8 @@ Plan (one statement, one snapshot; spark.rowlevel has the per-table-kind commit)
     append → the files holding actioned target rows are rewritten: their rows without
              an action as they were, updated rows changed, deleted rows left out; plus
              the inserted rows; one OVERWRITE snapshot swaps the files
+             (deletion vectors: actioned target rows marked deleted, updated and inserted
+             rows added as new files, one OVERWRITE snapshot)
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ from dataclasses import dataclass
 
 from ..errors import ConfigurationError, MultipleMatchError
 from ..protocol import CommitReport
-from .rowlevel import (FILE, KIND, ROW, SOURCE_SEEN, TARGET_SEEN, analysed, already_committed, cast_to,
-                       check_assignment, check_columns, commit_keyed, commit_rewrite, open_statement, read_target,
-                       true_of)
+from .rowlevel import (FILE, KIND, POSITION, ROW, SOURCE_SEEN, TARGET_SEEN, analysed, already_committed,
+                       cast_to, check_assignment, check_columns, commit_keyed, commit_marks, commit_rewrite,
+                       open_statement, read_target, true_of)
 from .lineage import COLUMNS as LINEAGE
 from .sqltext import ident, string
 
@@ -281,6 +283,10 @@ class _Plan:
             *self.values(joined, "update", lambda c, _: f"{t}.{ident(c)}"), *updated_lineage)
         inserted = joined.where(self._in(self._indices("insert"))).selectExpr(
             *self.values(joined, "insert", lambda c, typ: f"CAST(NULL AS {typ.simpleString()})"), *new_lineage)
+        if stmt.marks_rows:  # deletion vectors: acted-on target rows marked, new versions added
+            marked = joined.where(self._in(targeted)).select(F.col(f"{t}.{FILE}").alias(FILE),
+                                                             F.col(f"{t}.{POSITION}").alias(POSITION))
+            return commit_marks(stmt, marked, changed.unionByName(inserted), counts)
         acted = joined.where(self._in(targeted)).select(F.col(f"{t}.{ROW}").alias(ROW)).distinct()
         in_touched = target.where(f"{FILE} IN ({', '.join(string(n) for n in touched) or 'NULL'})")
         kept = in_touched.join(acted, ROW, "left_anti").select(*stmt.carried)

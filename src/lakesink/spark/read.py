@@ -6,8 +6,9 @@ plain Parquet holding exactly the table's rows (append tables, current schema),
 hands them to `spark.read.parquet`: Spark's JVM reads the bytes, with its own
 column pruning and row-group filtering. Partition columns are stored inside
 Paimon's data files, so Spark's partition discovery is not used and the schema
-is given explicitly. Other tables (primary-key tables merge on read, files of an
-older schema, deletion vectors, ...) are read through pypaimon's reader on the
+is given explicitly; rows an append table's deletion vectors mark are left out
+(`spark.deleted_rows`). Other tables (primary-key tables merge on read, files of an
+older schema, ...) are read through pypaimon's reader on the
 Spark-native path, so the result is always that of pypaimon's read of the same
 snapshot.
 """
@@ -74,8 +75,9 @@ def read(spark, path: str, *, snapshot: int | None = None, tag: str | None = Non
         files = {f.file_name: f for split in planned.splits for f in split.files}
         df = spark.read.schema(lineage.read_schema(schema)).parquet(*planned.file_paths())
         df = df.select(*[df[f"`{f.name}`"] for f in schema.fields], *lineage.columns(files))
-    else:
-        df = spark.read.schema(schema).parquet(*planned.file_paths())
+    else:  # (rows an append table's deletion vectors mark are left out)
+        from .deleted_rows import read_files
+        df = read_files(spark, schema, planned)
     df = df.filter(condition) if condition is not None else df
     return df.select(*[f"`{c}`" for c in columns]) if columns is not None else df
 

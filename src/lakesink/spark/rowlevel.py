@@ -17,6 +17,10 @@ identity that landed changes nothing). The plan depends on the table kind:
   (paimon.rowlevel_target), guarded by Paimon's file-deletion conflict check.
   In a row-tracking table the rewritten rows keep their `_ROW_ID` (updated rows get the
   statement's `_SEQUENCE_NUMBER`, inserted rows new ids at commit; spark.lineage).
+* append tables with `deletion-vectors.enabled`: no file is rewritten. Rows already marked
+  deleted are left out of the target (spark.deleted_rows); the rows a statement deletes or
+  updates are marked in their files' deletion vectors, updated rows' new versions and inserted
+  rows are written as new files, one OVERWRITE snapshot holds both (paimon.rowlevel_target).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ PATH_NAME = "lakesink row-level change"
 KIND = "lakesink_rowkind"  # the row kind column of a keyed change (read as the kind, never stored)
 FILE = "lakesink_file"      # append tables: the data file a target row comes from
 ROW = "lakesink_row"        # a target row's identity: (file, row index) or the primary key
+POSITION = "lakesink_position"  # append tables with deletion vectors: a target row's index in its file
 TARGET_SEEN = "lakesink_in_target"
 SOURCE_SEEN = "lakesink_in_source"
 
@@ -61,6 +66,11 @@ class Statement:
         """`row-tracking.enabled` (append tables only: Paimon refuses it with a primary key)."""
         from ..paimon.files.lineage import tracks_rows
         return not self.keyed and tracks_rows(self.table.table_schema.options)
+
+    @property
+    def marks_rows(self) -> bool:
+        """An append table with `deletion-vectors.enabled`: changed rows are marked, not rewritten."""
+        return not self.keyed and bool(self.table.options.deletion_vectors_enabled())
 
     @property
     def carried(self) -> list[str]:
@@ -171,7 +181,9 @@ def read_target(stmt: Statement, condition: str | None = None, snapshot_id: int 
         df = stmt.spark.createDataFrame([], schema)
         from .lineage import COLUMNS
         tracked = [f"CAST(NULL AS BIGINT) AS {c}" for c in COLUMNS] if stmt.tracks else []
-        return df.selectExpr("*", *tracked, f"CAST(NULL AS STRING) AS {FILE}", f"CAST(NULL AS STRING) AS {ROW}")
+        marked = [f"CAST(NULL AS BIGINT) AS {POSITION}"] if stmt.marks_rows else []
+        return df.selectExpr("*", *tracked, f"CAST(NULL AS STRING) AS {FILE}", f"CAST(NULL AS STRING) AS {ROW}",
+                             *marked)
     identity = [F.col("_metadata.file_name").alias(FILE),
                 F.concat_ws("#", F.col("_metadata.file_name"), F.col("_metadata.row_index").cast("string")).alias(ROW)]
     if stmt.tracks:
@@ -179,6 +191,12 @@ def read_target(stmt: Statement, condition: str | None = None, snapshot_id: int 
         df = stmt.spark.read.schema(lineage.read_schema(schema)).parquet(*planned.file_paths())
         files = {name: meta for name, (_, _, meta) in stmt.candidates.items()}
         return df.select(*[F.col(ident(c)) for c in stmt.columns], *lineage.columns(files), *identity)
+    if stmt.marks_rows:  # rows marked deleted already are not the table's
+        from . import deleted_rows
+        df = deleted_rows.read_files(stmt.spark, schema, planned, positions=True)
+        name, position = F.col(deleted_rows.FILE_NAME), F.col(deleted_rows.POSITION)
+        return df.select(*[F.col(ident(c)) for c in stmt.columns], name.alias(FILE),
+                         F.concat_ws("#", name, position.cast("string")).alias(ROW), position.alias(POSITION))
     df = stmt.spark.read.schema(schema).parquet(*planned.file_paths())
     return df.select("*", *identity)
 
@@ -370,6 +388,48 @@ def commit_rewrite(stmt: Statement, rewritten, touched: list[str], counts: dict)
     return finish(job.commit(files, report_properties(counts)), counts)
 
 
+def commit_marks(stmt: Statement, marked, added, counts: dict) -> CommitReport:
+    """Append tables with deletion vectors: mark the target rows of `marked` (`FILE`, `POSITION`)
+    deleted in their files' deletion vectors, write `added` (new versions of updated rows and
+    inserted rows, the table's columns; None: none) as new files, commit one snapshot."""
+    from pyspark.sql import functions as F
+
+    from ..paimon.files.datafiles import StagedFile, TableLayout
+    from ..paimon.commit.rowlevel_target import RowLevelTarget
+    from ..paimon.write.batch import BatchWrite
+    from .arrow import spark_to_arrow
+    from .fastpath import write_staged
+    from .output import check_spark_can_write, list_parquet_files
+    from .reader import spark_schema
+
+    check_spark_can_write(stmt.spark, stmt.path, PATH_NAME)
+    positions = {r[0]: r[1] for r in marked.where(f"{FILE} IS NOT NULL").groupBy(FILE)
+                 .agg(F.collect_set(POSITION)).collect()}
+    target = RowLevelTarget(stmt.path, fs_options=stmt.fs_options or None, base=stmt.snapshot,
+                            marked={name: (StagedFile(*stmt.candidates[name], None), sorted(p))
+                                    for name, p in positions.items()})
+    opts = WriteOptions.parse(identity_options(stmt))
+    target.maintenance = opts.maintenance
+    layout = TableLayout.of(stmt.table)
+    job = BatchWrite.plan(stmt.path, spark_to_arrow(spark_schema(stmt.table)), opts, "append", PATH_NAME, None,
+                          prepare=lambda *_: (target, layout))
+    job.aggregate = False  # the statement's snapshot is its whole effect
+    if job.already_committed():
+        return CommitReport(job.commit_user, job.identifier, skipped_replay=True)
+    if not positions and not counts.get("inserted"):
+        job.remove_staging()
+        return finish(CommitReport(job.commit_user, job.identifier), counts)
+    files = []
+    try:
+        if added is not None:
+            write_staged(added.select(*[ident(c) for c in stmt.columns]), job)
+            files = job.describe_staged(list_parquet_files(job.staging_dir, job.target.fs_options))
+    except BaseException as exc:
+        job.abort(files)
+        raise failed_in_spark(exc) from exc
+    return finish(job.commit(files, report_properties(counts)), counts)
+
+
 def _lineage_of_updated(stmt: Statement, condition: str) -> list[str]:
     """A row-tracking table's rewritten rows keep their `_ROW_ID`; an updated row's
     `_SEQUENCE_NUMBER` is null, so the commit's snapshot becomes it (as Paimon's UPDATE)."""
@@ -418,6 +478,12 @@ def delete(spark, name: str, where: str | None = None, *, commit_user: str | Non
         return commit_keyed(stmt, changes, where)
     target = read_target(stmt, where)
     matched = analysed("lakesink.delete where", lambda: target.where(condition))
+    if stmt.marks_rows:
+        matched = matched.select(FILE, POSITION).persist()
+        try:
+            return commit_marks(stmt, matched, None, {"deleted": matched.count()})
+        finally:
+            matched.unpersist()
     per_file = {r[0]: r[1] for r in matched.groupBy(FILE).count().collect()}
     counts = {"deleted": sum(per_file.values())}
     touched = sorted(per_file)
@@ -459,6 +525,13 @@ def update(spark, name: str, set: dict, where: str | None = None, *, commit_user
     target = read_target(stmt, where)
     matched = analysed("lakesink.update where", lambda: target.where(condition))
     new_row(target)  # checks the assignments before any job runs
+    if stmt.marks_rows:  # the old versions marked deleted, the new ones added
+        matched = matched.persist()
+        try:
+            counts = {"updated": matched.count()}
+            return commit_marks(stmt, matched, matched.selectExpr(*new_row(matched)), counts)
+        finally:
+            matched.unpersist()
     per_file = {r[0]: r[1] for r in matched.groupBy(FILE).count().collect()}
     counts = {"updated": sum(per_file.values())}
     touched = sorted(per_file)

@@ -75,6 +75,33 @@ class MergingFileStoreCommit(FileStoreCommit):
 
     guard = None  # callable(latest snapshot) -> CommitConflictError | None, checked before every attempt
 
+    def _replaced_vectors(self, partition_filter, deletes: list) -> list:
+        """`deletes` and the deletion-vector index entries of the partitions an overwrite or a
+        partition drop of an append table replaces: its removed files leave with their vectors
+        (pypaimon drops only the HASH index there)."""
+        if self.table.is_primary_key_table or not self.table.options.deletion_vectors_enabled():
+            return deletes
+        from ..files.deletion_vectors import Vectors, as_delete
+        by_name = {e.index_file.file_name: e for e in deletes}
+        for entry in Vectors(self.table, self.snapshot_manager.get_latest_snapshot()).entries():
+            if partition_filter is None or partition_filter.test(entry.partition):
+                by_name[entry.index_file.file_name] = as_delete(entry)
+        return list(by_name.values())
+
+    def _overwrite_hash_index_deletes(self, partition_filter, deletes):
+        return self._replaced_vectors(partition_filter, super()._overwrite_hash_index_deletes(partition_filter, deletes))
+
+    def drop_by_partition_filter(self, partition_filter, commit_identifier: int) -> None:
+        index_deletes = self._replaced_vectors(partition_filter, [])
+        if not index_deletes:
+            return super().drop_by_partition_filter(partition_filter, commit_identifier)
+        if partition_filter is None:
+            raise RuntimeError("Failed to build partition filter.")
+        provider = self._overwrite_changes_provider(partition_filter, [])
+        self._try_commit(commit_kind="OVERWRITE", commit_identifier=commit_identifier,
+                         commit_entries_plan=provider.provide, detect_conflicts=True, allow_rollback=False,
+                         index_deletes=index_deletes)
+
     def _try_commit_once(self, *args, **kwargs):
         if self.guard is not None:
             conflict = self.guard(kwargs.get("latest_snapshot"))

@@ -6,7 +6,9 @@ exactly-once unchanged). The aggregator then bins the small files of each
 when one is not enough, and rewrites each full bin as one Parquet file; the
 coordinator commits the swap as a COMPACT snapshot right after the append
 (`compaction_target`). In a row-tracking table a bin is a run of files whose row ids follow
-each other, so the rewritten file keeps every row's `_ROW_ID` (`paimon.files.lineage`).
+each other, so the rewritten file keeps every row's `_ROW_ID` (`paimon.files.lineage`). In a
+table with deletion vectors a rewrite leaves out the rows they mark, and the commit drops the
+vectors of the files it removes (`target`).
 Details: docs/compaction.md.
 """
 
@@ -21,7 +23,7 @@ from ...protocol.aggregator import Aggregator, pack_bins
 from . import outputs as compact_outputs
 from .outputs import InPlace
 from .target import live_files
-from ..files import lineage
+from ..files import deletion_vectors, lineage
 from ..files.datafiles import StagedFile, TableLayout, table_path_of
 from .rewrite import EXECUTOR_REWRITE_BYTES, RewriteTask, Rewriter, rewrite_on_driver
 
@@ -134,6 +136,8 @@ class SmallFileAggregator(Aggregator[StagedFile]):
         self.distributed = distributed  # for volumes from `executor_bytes` on
         self.compression = registry.table_value(registry.table_options_of(table), "file.compression")
         self.tracks_rows = lineage.tracks_rows(table_options)
+        self.deletion_vectors = deletion_vectors.enabled(table)
+        self._deletions: dict | None = None  # {file name: where its vector lies}, read once a round
         self.bytes_per_row = 0.0   # of rewritten files, learned; 0 = not known yet
         self._flushing = False
         self._seen: dict[str, list] = {}  # repr(key) -> [candidate count last round, idle rounds]
@@ -184,6 +188,7 @@ class SmallFileAggregator(Aggregator[StagedFile]):
         return self.aggregate_all({None: committables})[None]
 
     def aggregate_all(self, groups: dict) -> dict:
+        self._deletions = None  # the vectors as of this round
         plans = {key: self.plan(files, key) for key, files in groups.items()}
         self._seen = {k: v for k, v in self._seen.items() if k in {repr(key) for key in groups}}
         tasks, owners = [], []
@@ -207,12 +212,18 @@ class SmallFileAggregator(Aggregator[StagedFile]):
             tracked = tuple((f.meta.first_row_id, f.meta.max_sequence_number) for f in files)
         first = files[0]
         paths = tuple(f.staged_path or table_path_of(self.table, f) for f in files)
+        deletions = None
+        if self.deletion_vectors:
+            if self._deletions is None:
+                self._deletions = deletion_vectors.Vectors(
+                    self.table, self.table.snapshot_manager().get_latest_snapshot()).deletions()
+            deletions = tuple(self._deletions.get(f.meta.file_name) for f in files)
         if self.in_place:
             return RewriteTask(paths, tuple(first.partition), first.bucket, None, self.layout, self.compression,
-                               self.fs_options, InPlace.of(self.table, self.staging_dir), tracked)
+                               self.fs_options, InPlace.of(self.table, self.staging_dir), tracked, deletions)
         return RewriteTask(paths, tuple(first.partition), first.bucket,
                            f"{self.staging_dir}/compact-{uuid.uuid4().hex}.parquet", self.layout,
-                           self.compression, self.fs_options, lineage=tracked)
+                           self.compression, self.fs_options, lineage=tracked, deletions=deletions)
 
     def rewrite(self, tasks: Sequence[RewriteTask]) -> list[StagedFile]:
         if not tasks:

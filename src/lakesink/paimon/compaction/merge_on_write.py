@@ -12,8 +12,8 @@ dynamic-bucket tables alike: a merge keeps every key in its bucket, so a dynamic
 hash index (`keyed.dynamic.index_changes`, from the new level-0 files) holds as without deletion
 vectors, and its index files join the same snapshot.
 
-Deletion vectors are pypaimon's: the bitmaps (`pypaimon.deletionvectors`), read and written
-per bucket as one index file of kind DELETION_VECTORS (`pypaimon.write.table_delete`).
+Deletion vectors are read and written per bucket as one index file of kind DELETION_VECTORS
+through `paimon.files.deletion_vectors` (pypaimon's bitmaps and index files).
 The result is one snapshot's worth of changes (`MergedCommit`): the files it adds, the table
 files it removes, the index files it swaps. The commit (`paimon.commit.target`) publishes them
 as one snapshot, so no reader ever sees a level-0 file or a key twice.
@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ... import storage
+from ..files import deletion_vectors
 from ..files.datafiles import StagedFile, TableLayout, table_path_of
 from ..keyed.layout import KEY_PREFIX, RETRACT_KINDS, VALUE_KIND, KeyedSpec, kv_schema
 from ..keyed.lsm_policy import LsmOptions, age_order
@@ -38,7 +39,6 @@ from .lsm import KeyedCompactTask, write_run
 from .target import live_files
 
 _POSITION = "_lakesink_row_position"
-_DELETE = 1  # an index manifest entry's kind: DELETE
 
 # The table paths a commit's merge placed (runs, index files), kept until its snapshot landed or
 # it gave up: a commit killed in between leaves them to the next commit of its user, which
@@ -130,7 +130,7 @@ def merge_commit(table, files: Sequence[StagedFile], output_dir: str, fs_options
             key = (tuple(f.partition), f.bucket)
             if key in new_by_bucket:
                 live.setdefault(key, []).append(f)
-    vectors = _Vectors(table, latest)
+    vectors = deletion_vectors.Vectors(table, latest)
     for key, new in new_by_bucket.items():
         old = live.get(key, [])
         entries, deleted = vectors.of_bucket(*key)
@@ -177,7 +177,7 @@ def merge_commit(table, files: Sequence[StagedFile], output_dir: str, fs_options
         if after:
             adds = [vectors.write(key[0], key[1], after)]
             result.index_paths.append(vectors.path_of(adds[0]))
-        result.index[key] = (adds, [_as_delete(e) for e in entries])
+        result.index[key] = (adds, [deletion_vectors.as_delete(e) for e in entries])
     return result
 
 
@@ -287,43 +287,8 @@ def _read(file_io, paths: Sequence[str], vectors: Sequence, schema: pa.Schema, f
         part = part.append_column(FILE_RANK, pa.array([first_rank + i] * part.num_rows, pa.int32()))
         if positions:
             part = part.append_column(_POSITION, pa.array(range(part.num_rows), pa.int64()))
-        if dv is not None and not dv.is_empty():
-            gone = pa.array(sorted(dv.bit_map()), pa.int64())
-            part = part.filter(pc.invert(pc.is_in(pa.array(range(part.num_rows), pa.int64()), gone)))
-        parts.append(part)
+        parts.append(deletion_vectors.drop_marked(part, dv))
     return pa.concat_tables(parts)
-
-
-class _Vectors:
-    """A snapshot's deletion vectors per bucket, read and written with pypaimon's DV index code."""
-
-    def __init__(self, table, snapshot):
-        from pypaimon.write.table_delete import TableDeleteByRowId
-
-        self.table, self.snapshot = table, snapshot
-        self._io = TableDeleteByRowId(table)  # its index-file reader and writer; it deletes nothing here
-
-    def _row(self, partition: tuple):
-        from pypaimon.table.row.generic_row import GenericRow
-        return GenericRow(list(partition), self.table.partition_keys_fields)
-
-    def of_bucket(self, partition: tuple, bucket: int) -> tuple[list, dict]:
-        """(the bucket's DELETION_VECTORS index entries, {data file name: deletion vector})."""
-        if self.snapshot is None:
-            return [], {}
-        return self._io._read_existing_deletion_vectors(self._row(partition), bucket, self.snapshot.id)
-
-    def write(self, partition: tuple, bucket: int, vectors: dict):
-        return self._io._write_deletion_vector_index(self._row(partition), bucket, vectors)
-
-    def path_of(self, entry) -> str:
-        return self._io._index_file_path(entry.index_file, entry.partition, entry.bucket)
-
-
-def _as_delete(entry):
-    from pypaimon.manifest.index_manifest_entry import IndexManifestEntry
-    return IndexManifestEntry(kind=_DELETE, partition=entry.partition, bucket=entry.bucket,
-                              index_file=entry.index_file)
 
 
 def staging_dir(table_path: str) -> str:

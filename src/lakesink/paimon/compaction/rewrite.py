@@ -7,7 +7,8 @@ somewhere (the engine binding passes one in); `rewrite_on_driver` uses threads.
 A task writes its file into the compaction's staging directory, or, given an
 `InPlace`, straight to its table path (`paimon.compaction.outputs`). In a row-tracking table
 the inputs are one run of row ids and the new file keeps every row's lineage
-(`paimon.files.lineage`).
+(`paimon.files.lineage`). In a table with deletion vectors the rows an input's vector marks
+are left out (`paimon.files.deletion_vectors`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ... import storage
 from ...protocol import crashpoints
 from ..table import parquet_layout
 from .outputs import InPlace, placed
-from ..files import lineage
+from ..files import deletion_vectors, lineage
 from ..files.datafiles import StagedFile, TableLayout, describe_parquet
 
 EXECUTOR_REWRITE_BYTES = 256 * 1024 * 1024  # from this volume on, rewrite distributed (an engine's executors)
@@ -44,6 +45,8 @@ class RewriteTask:
     # Row-tracking tables: (first_row_id, max_sequence_number) of each input, whose ids follow each
     # other; the new file stores every row's `_ROW_ID` and `_SEQUENCE_NUMBER`. None: no lineage.
     lineage: tuple | None = None
+    # Tables with deletion vectors: per input, where its vector lies (`Vectors.deletions`), or None.
+    deletions: tuple | None = None
 
 
 def rewrite(task: RewriteTask) -> StagedFile:
@@ -69,6 +72,9 @@ def rewrite(task: RewriteTask) -> StagedFile:
             for i, path_in in enumerate(task.inputs):
                 with file_io.new_input_stream(path_in) as source:
                     data = pq.ParquetFile(source).read()
+                if task.deletions is not None and task.deletions[i] is not None:
+                    data = deletion_vectors.drop_marked(data, deletion_vectors.read_vector(file_io,
+                                                                                            task.deletions[i]))
                 if task.lineage is not None:
                     data = lineage.with_lineage(data, *task.lineage[i])
                     ids.append(data.column(lineage.ROW_ID))

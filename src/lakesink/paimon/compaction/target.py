@@ -5,6 +5,13 @@ the files after, with Paimon's conflict check (a compaction conflicts when a fil
 removes is no longer live). The swap is one snapshot, so a reader sees the small files
 or the big one, never both and never neither.
 
+In an append table with deletion vectors the rewrites left out the rows the vectors marked:
+the snapshot also drops the removed files' vectors from their buckets' index, and is a
+conflict if rows of a removed file were marked after its rewrite read them (the count its
+vector marks now differs from the count the rewrite left out, `deletion_vectors.applied_conflict`)
+or another writer changed those buckets' vectors meanwhile. A rewrite left with no row adds no
+file.
+
 pypaimon refuses compaction increments in a normal commit; `commit_compaction`
 drives its commit loop (`_try_commit`, kind COMPACT, conflict detection on)
 directly, through the same atomic publication and manifest merging as every
@@ -33,7 +40,8 @@ from ...protocol.target import CommitReport
 from . import outputs as compact_outputs
 from ..commit import identity
 from ..commit.file_store import new_file_store_commit
-from ..files.datafiles import StagedFile, place
+from ..files import deletion_vectors
+from ..files.datafiles import StagedFile, place, table_path_of
 from ..commit.hooks import refresh_derived
 from ..commit.target import PaimonTarget
 
@@ -117,8 +125,14 @@ class PaimonCompactionTarget(CompactionTarget[StagedFile]):
                           new: Sequence[StagedFile], properties: dict[str, str] | None = None) -> CommitReport:
         started = time.perf_counter()
         table = self.target.table(refresh=True)
-        identity.before_commit(table.file_io, self.target.identity_root, commit_user,
-                               table.snapshot_manager().get_latest_snapshot())
+        latest = table.snapshot_manager().get_latest_snapshot()
+        identity.before_commit(table.file_io, self.target.identity_root, commit_user, latest)
+        marks = deletion_vectors.enabled(table) and not table.is_primary_key_table
+        if marks:
+            for f in new:  # every row of its inputs was marked deleted: nothing to add
+                if not f.changelog and f.row_count == 0:
+                    table.file_io.delete_quietly(f.staged_path or table_path_of(table, f))
+            new = [f for f in new if f.changelog or f.row_count > 0]
         place(table, list(new))
         entries = ([_entry(table, _DELETE, f) for f in replaced]
                    + [_entry(table, _ADD, f) for f in new if not f.changelog])
@@ -127,12 +141,26 @@ class PaimonCompactionTarget(CompactionTarget[StagedFile]):
                  "lakesink.rows-rewritten": str(sum(f.row_count for f in new))}
         props.update(properties or {})
         commit = new_file_store_commit(table, commit_user)
+        changes = []
+        if marks:
+            changes = self._dropped_vectors(table, latest, replaced)
+            rows_after = sum(f.row_count for f in new if not f.changelog)
+
+            def guard(snapshot):
+                found = deletion_vectors.applied_conflict(table, snapshot, replaced, rows_after)
+                return None if found is None else CommitConflictError(
+                    f"Compaction of {table.table_path} conflicts with a concurrent change: {found}.",
+                    table=str(table.table_path), commit_user=commit_user)
+            commit.guard = guard
+        index_adds, index_deletes = deletion_vectors.index_entries(changes)
         try:
             commit._try_commit(commit_kind="COMPACT", commit_identifier=identifier,
                                commit_entries_plan=lambda _snapshot: entries, detect_conflicts=True,
-                               allow_rollback=False, snapshot_properties=props, changelog_entries=changelog)
+                               allow_rollback=False, snapshot_properties=props, changelog_entries=changelog,
+                               index_adds=index_adds, index_deletes=index_deletes)
         except CommitConflictError as exc:
             exc.identifier = identifier
+            deletion_vectors.discard(table.file_io, changes)  # definitely not committed
             raise
         finally:
             commit.close()
@@ -152,6 +180,27 @@ class PaimonCompactionTarget(CompactionTarget[StagedFile]):
                             files_removed=len(replaced), rows_removed=sum(f.row_count for f in replaced),
                             bytes_removed=sum(f.file_size for f in replaced),
                             duration_ms=(time.perf_counter() - started) * 1000)
+
+    @staticmethod
+    def _dropped_vectors(table, snapshot, replaced: Sequence[StagedFile]) -> list:
+        """The index changes dropping the vectors of `replaced` from their buckets."""
+        vectors = deletion_vectors.Vectors(table, snapshot)
+        marked = set(vectors.cardinalities())
+        by_bucket: dict[tuple, list[str]] = {}
+        for f in replaced:
+            if f.meta.file_name in marked:
+                by_bucket.setdefault((tuple(f.partition), f.bucket), []).append(f.meta.file_name)
+        changes = [vectors.change_bucket(partition, bucket, dropped=names)
+                   for (partition, bucket), names in by_bucket.items()]
+        return [c for c in changes if c is not None]
+
+    def stale(self, replaced: Sequence[StagedFile], new: Sequence[StagedFile]) -> bool:
+        """Whether rows of `replaced` were marked deleted after their rewrite into `new` read them."""
+        table = self.target.table(refresh=True)
+        if table is None or table.is_primary_key_table or not deletion_vectors.enabled(table):
+            return False
+        return deletion_vectors.applied_conflict(table, table.snapshot_manager().get_latest_snapshot(), replaced,
+                                                 sum(f.row_count for f in new)) is not None
 
     def discard(self, committables: Sequence[StagedFile]) -> int:
         return self.target.discard(committables)

@@ -260,6 +260,20 @@ class PlannedScan:
     def file_paths(self) -> list[str]:
         return [str(f.physical_path()) for f in self.files]
 
+    def deleted_positions(self) -> dict[str, list[int]]:
+        """{data file name: row positions its deletion vector marks} for the planned files that
+        have one (append tables with `deletion-vectors.enabled`): the rows a reader of the files
+        as they are must leave out."""
+        from ..files.deletion_vectors import positions, read_vector
+
+        out = {}
+        for split in self.splits:
+            for f, deletion in zip(split.files, getattr(split, "data_deletion_files", None) or []):
+                marked = positions(read_vector(self.table.file_io, deletion))
+                if marked:
+                    out[f.file_name] = marked
+        return out
+
 
 def plan_snapshot(table: FileStoreTable, snapshot: Snapshot | None,
                   predicate: Predicate | None = None, levels: Callable[[int], bool] | None = None) -> PlannedScan:
@@ -360,13 +374,17 @@ def check_streamable(table: FileStoreTable, changelog: bool = False) -> None:
 
 
 def fast_path_blockers(table: FileStoreTable, scan: PlannedScan) -> list[str]:
-    """Why Spark's own Parquet reader cannot read these files as they are (empty: it can)."""
+    """Why Spark's own Parquet reader cannot read these files (empty: it can, leaving out the rows
+    `scan.deleted_positions()` names)."""
     reasons = []
     if table.is_primary_key_table:
         reasons.append("primary-key table (rows are merged on read)")
     options = table.options
-    if options.deletion_vectors_enabled():
+    if options.deletion_vectors_enabled() and table.is_primary_key_table:
+        # (an append table's marked rows are left out by the reader: `PlannedScan.deleted_positions`)
         reasons.append("deletion vectors")
+    elif options.deletion_vectors_enabled() and options.row_tracking_enabled():
+        reasons.append("deletion vectors in a row-tracking table")
     if options.data_evolution_enabled():
         reasons.append("data evolution")
     if (options.file_format() or "parquet").lower() != "parquet":
