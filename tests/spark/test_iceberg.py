@@ -203,6 +203,10 @@ def test_keyed_tables_iceberg_metadata_cannot_follow_are_refused_by_name(spark, 
     with pytest.raises(UnsupportedOptionError, match="metadata.iceberg.format-version=3"):
         lakesink.write(changes(spark, [(1, "a", "+I")]), table_path, primary_key=["id"],
                        options={"bucket": "2", "metadata.iceberg.format-version": "3", **ICEBERG})
+    # Full compactions by time: lakesink never compacts by time, so Iceberg readers would wait for one.
+    with pytest.raises(UnsupportedOptionError, match="compaction.optimization-interval=1h.*full-compaction"):
+        lakesink.write(changes(spark, [(1, "a", "+I")]), table_path, primary_key=["id"],
+                       options={"bucket": "2", "compaction.optimization-interval": "1h", **ICEBERG})
     assert not os.path.exists(os.path.join(table_path, "schema"))
 
 

@@ -35,13 +35,13 @@ def iceberg_problem(options, primary_keys, complete: bool = True) -> str | None:
     return None
 
 
-def iceberg_format_problem(options, primary_keys, complete: bool = True) -> str | None:
-    """Why `metadata.iceberg.format-version` other than 2 is refused here, or None: a table without
-    Iceberg metadata may hold it (Paimon ignores it there); a write naming it is refused."""
+def iceberg_only_problem(options, primary_keys, complete: bool = True) -> str | None:
+    """Why an option that matters only to Iceberg metadata is refused here, or None: a table without
+    Iceberg metadata may hold it; a write naming it, or a table with the metadata, is refused."""
     storage = str(options.get("metadata.iceberg.storage", "disabled")).strip().lower()
     if complete and storage == "disabled":
         return None
-    return "Unset the option or set it to 2, or write the table with Apache Paimon's Java writers."
+    return "Unset the option, or write the table with Apache Paimon's Java writers."
 
 
 def row_tracking_problem(options, primary_keys, complete: bool = True) -> str | None:
@@ -130,9 +130,16 @@ _unhonoured(
                "lakesink writes Iceberg table metadata of format version 2; with 3 Paimon writes version 3 "
                "(row lineage, and in primary-key tables with `deletion-vectors.bitmap64` the deletion vectors "
                "as Iceberg deletion vectors).",
-               honoured_in=iceberg_format_problem,
+               honoured_in=iceberg_only_problem,
                honoured_doc="other values only held by a table without Iceberg metadata "
                             "(`metadata.iceberg.storage=disabled`), where Paimon ignores the option"),
+    Unhonoured("compaction.optimization-interval", (),
+               "lakesink compacts after commits and with `lakesink.compact`, never by time: Iceberg readers "
+               "of a primary-key table, which read only fully compacted rows (docs/iceberg.md), would wait "
+               "for a full compaction that does not come. Use `full-compaction.delta-commits` or "
+               "`lakesink.compact` instead.",
+               honoured_in=iceberg_only_problem,
+               honoured_doc="held by a table without Iceberg metadata (not read: no compaction by time)"),
     Unhonoured("metadata.iceberg-compatible", ("false",),
                "The Iceberg metadata of this older option (Paimon 0.9) is not what lakesink writes: use "
                "`metadata.iceberg.storage=table-location` instead (docs/iceberg.md), or write the table with "
