@@ -80,3 +80,29 @@ def read(tmp_path, table: str, metadata: str | None = None, properties: dict | N
                           timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     return pq.read_table(out), json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def highest_level_rows(table: str, columns: list[str]) -> list[tuple]:
+    """Paimon's rule for what its Iceberg metadata of a primary-key table lists, applied to the
+    table's latest snapshot without lakesink: the live data files at the highest LSM level
+    (`num-levels` - 1; Paimon's default `num-sorted-run.compaction-trigger` + 1), read as stored
+    (pypaimon's manifests, pyarrow's Parquet reader), deletion vectors not applied: its rows, sorted."""
+    from pypaimon.manifest.manifest_file_manager import ManifestFileManager
+    from pypaimon.manifest.manifest_list_manager import ManifestListManager
+    from pypaimon.manifest.schema.file_entry import FileEntry
+    from pypaimon.table.file_store_table import FileStoreTable
+    from pypaimon.utils.file_store_path_factory import canonical_data_file_path
+
+    paimon = FileStoreTable.from_path(str(table))
+    options = paimon.table_schema.options
+    top = int(options.get("num-levels", int(options.get("num-sorted-run.compaction-trigger", 5)) + 1)) - 1
+    snapshot = paimon.snapshot_manager().get_latest_snapshot()
+    entries = FileEntry.merge_entries(ManifestFileManager(paimon).read_entries_parallel(
+        ManifestListManager(paimon).read_all(snapshot))) if snapshot is not None else []
+    rows = []
+    for e in entries:
+        if e.kind == 0 and e.file.level == top:
+            path = canonical_data_file_path(paimon, tuple(e.partition.values), e.bucket, e.file.file_name)
+            stored = pq.ParquetFile(path).read(columns=columns)  # the file alone: no partition discovery
+            rows += zip(*[stored.column(c).to_pylist() for c in columns])
+    return sorted(rows)

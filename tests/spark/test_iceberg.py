@@ -139,9 +139,74 @@ def test_a_lost_iceberg_version_is_rebuilt_by_the_next_commit_and_by_maintenance
     assert same_rows(tmp_path, iceberg, table_path)["summary"]["total-records"] == "9"
 
 
-def test_a_keyed_table_with_iceberg_metadata_is_refused_by_name(spark, table_path):
-    with pytest.raises(UnsupportedOptionError, match="primary-key table.*do not merge"):
-        lakesink.write(rows(spark, 0, 3), table_path, primary_key=["id"], options={"bucket": "2", **ICEBERG})
+KEYED = {"fixed": {"bucket": "2"}, "native": {"bucket": "2"}, "dynamic": {}, "postpone": {"bucket": "-2"},
+         "dv": {"bucket": "2", "deletion-vectors.enabled": "true"}}
+KEYED_COLUMNS = ["id", "name", "day", "op"]
+
+
+def changes(spark, rows):
+    return spark.createDataFrame([(i, name, f"d{i % 2}", op) for i, name, op in rows],
+                                 "id long, name string, day string, op string")
+
+
+@pytest.mark.parametrize("kind", ["fixed", *(pytest.param(k, marks=pytest.mark.full)
+                                             for k in ("native", "dynamic", "postpone", "dv"))])
+def test_a_keyed_table_shows_iceberg_readers_its_highest_level_until_compacted(spark, tmp_path, table_path,
+                                                                               iceberg, kind):
+    """Paimon's rule: Iceberg readers read only a primary-key table's files at the highest LSM
+    level, the rows of its last full compaction, never a key twice; after a full compaction the
+    same rows as Paimon's readers, key for key."""
+    path_kind = "native" if kind == "native" else "fast"
+
+    def step(df, **options) -> pa.Table:
+        write(df, table_path, path_kind, **options)
+        return check()
+
+    def check() -> pa.Table:
+        got, info = iceberg.read(tmp_path, table_path)
+        assert info["snapshot_id"] == latest_snapshot_id(table_path)
+        assert [f[1] for f in info["schema"]] == KEYED_COLUMNS  # no key-value column of the files
+        assert _sorted(got, KEYED_COLUMNS) == iceberg.highest_level_rows(table_path, KEYED_COLUMNS)
+        assert len(set(zip(got.column("id").to_pylist(), got.column("day").to_pylist()))) == got.num_rows
+        return got
+
+    first = step(changes(spark, [(i, f"a{i}", "+I") for i in range(8)]), **{
+        "primary-key": "id,day", "partition": "day", "rowkind.field": "op", **KEYED[kind], **ICEBERG})
+    # One update and delete later: still only what a merge reaching the highest level wrote.
+    second = step(changes(spark, [(2, "b2", "+U"), (3, "b3", "+U"), (6, "a6", "-D")]))
+    if kind == "dv":
+        # Merged on write: the first write went to the highest level as it was (an empty bucket);
+        # the update stays below it, so Iceberg readers see the rows as first written.
+        assert _sorted(second, KEYED_COLUMNS) == _sorted(first, KEYED_COLUMNS) != []
+        # A merge that takes every run of each bucket (Paimon's size ratio: a run larger than the rest).
+        step(changes(spark, [(i, f"c{i}", "+U") for i in range(1, 60)]))
+    else:
+        assert second.num_rows == first.num_rows == 0  # nothing compacted yet: level 0 only
+        lakesink.compact(spark, table_path, progress=False)
+    compacted = check()
+    assert _sorted(compacted, KEYED_COLUMNS) == _sorted(read_table(table_path), KEYED_COLUMNS) != []
+
+    # A change after the full compaction: Paimon reads it at once, Iceberg readers after the next one.
+    third = step(changes(spark, [(0, "d0", "+U"), (1, "x", "-D")]))
+    if kind != "postpone":
+        assert _sorted(read_table(table_path), KEYED_COLUMNS) != _sorted(compacted, KEYED_COLUMNS)
+    if kind != "dv":
+        assert _sorted(third, KEYED_COLUMNS) == _sorted(compacted, KEYED_COLUMNS)
+
+
+def test_keyed_tables_iceberg_metadata_cannot_follow_are_refused_by_name(spark, table_path):
+    # Cross-partition: a key moving between partitions would be in both partitions' highest levels.
+    with pytest.raises(UnsupportedTableError, match="cross-partition"):
+        lakesink.write(changes(spark, [(1, "a", "+I")]), table_path, primary_key=["id"], partition_by=["day"],
+                       options=ICEBERG)
+    # Iceberg format version 3 (row lineage; Paimon's deletion vectors as Iceberg's): not written.
+    with pytest.raises(UnsupportedOptionError, match="metadata.iceberg.format-version=3"):
+        lakesink.write(changes(spark, [(1, "a", "+I")]), table_path, primary_key=["id"],
+                       options={"bucket": "2", "metadata.iceberg.format-version": "3", **ICEBERG})
+    # Full compactions by time: lakesink never compacts by time, so Iceberg readers would wait for one.
+    with pytest.raises(UnsupportedOptionError, match="compaction.optimization-interval=1h.*full-compaction"):
+        lakesink.write(changes(spark, [(1, "a", "+I")]), table_path, primary_key=["id"],
+                       options={"bucket": "2", "compaction.optimization-interval": "1h", **ICEBERG})
     assert not os.path.exists(os.path.join(table_path, "schema"))
 
 

@@ -73,10 +73,12 @@ def test_deletion_vectors_given_to_a_write_into_a_table_without_them_are_refused
     before.check()
 
 
-@pytest.mark.parametrize("option, value, bucket", [("deletion-vectors.enabled", "true", "-2"),
-                                                   ("metadata.iceberg.storage", "table-location", "2")])
-def test_a_keyed_table_holding_an_unhonoured_option_is_not_written(spark, warehouse, option, value, bucket):
-    path = pypaimon_table(warehouse, "k", {"bucket": bucket, option: value}, primary_keys=["id"])
+@pytest.mark.parametrize("option, value, options", [
+    ("deletion-vectors.enabled", "true", {"bucket": "-2"}),
+    ("metadata.iceberg.format-version", "3", {"bucket": "2", "metadata.iceberg.storage": "table-location"}),
+    ("compaction.optimization-interval", "1h", {"bucket": "2", "metadata.iceberg.storage": "table-location"})])
+def test_a_keyed_table_holding_an_unhonoured_option_is_not_written(spark, warehouse, option, value, options):
+    path = pypaimon_table(warehouse, "k", {**options, option: value}, primary_keys=["id"])
     before = Unchanged(path)
     with pytest.raises(UnsupportedTableError, match=f"{option}={value}"):
         lakesink.write(rows(spark).drop("op"), path)

@@ -87,6 +87,17 @@ def test_the_name_mapping_keeps_every_name_a_field_had():
         {"field-id": 3, "names": ["extra"]}]
 
 
+def test_the_key_value_columns_of_keyed_files_are_mapped_to_the_ids_paimon_gives_them():
+    old = [DataField(0, "id", AtomicType("BIGINT")), DataField(1, "v", AtomicType("STRING"))]
+    new = [DataField(0, "key", AtomicType("BIGINT")), DataField(1, "v", AtomicType("STRING"))]
+    # Paimon's SpecialFields: _KEY_<k> = Integer.MAX_VALUE / 2 + id; _SEQUENCE_NUMBER, _VALUE_KIND below MAX_VALUE.
+    assert ice_schema.key_value_mapping([old, new], ["key"]) == [
+        {"field-id": 1073741823, "names": ["_KEY_key", "_KEY_id"]},
+        {"field-id": 2147483645, "names": ["_VALUE_KIND"]},
+        {"field-id": 2147483646, "names": ["_SEQUENCE_NUMBER"]}]
+    assert ice_schema.key_value_mapping([new], []) == []
+
+
 @pytest.mark.parametrize("type_text, reason", [("TIMESTAMP(9)", "precision 3 to 6"), ("TIME(0)", "TIME"),
                                                ("TIMESTAMP(0)", "precision 3 to 6")])
 def test_columns_without_an_iceberg_type_are_named(type_text, reason):

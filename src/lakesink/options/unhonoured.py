@@ -32,13 +32,16 @@ def iceberg_problem(options, primary_keys, complete: bool = True) -> str | None:
     if storage != "table-location":
         return ("It reaches no Hadoop or Hive catalog's directory, so Iceberg readers there would keep seeing "
                 "the table as it was. Use table-location, or write the table with Apache Paimon's Java writers.")
-    if primary_keys:
-        return ("Iceberg readers read a primary-key table's data files as they are and do not merge the versions "
-                "of a key across its LSM files (Paimon exposes such tables to Iceberg only after full "
-                "compaction), and lakesink does not write that metadata for them: Iceberg readers would see "
-                "duplicate and deleted rows. Unset the option, or write the table with Apache Paimon's Java "
-                "writers.")
     return None
+
+
+def iceberg_only_problem(options, primary_keys, complete: bool = True) -> str | None:
+    """Why an option that matters only to Iceberg metadata is refused here, or None: a table without
+    Iceberg metadata may hold it; a write naming it, or a table with the metadata, is refused."""
+    storage = str(options.get("metadata.iceberg.storage", "disabled")).strip().lower()
+    if complete and storage == "disabled":
+        return None
+    return "Unset the option, or write the table with Apache Paimon's Java writers."
 
 
 def row_tracking_problem(options, primary_keys, complete: bool = True) -> str | None:
@@ -131,10 +134,27 @@ _unhonoured(
                "lakesink does not write data-evolution tables (column groups merged by row id). Create the "
                "table without it, or write it with Apache Paimon's Java writers."),
     Unhonoured("metadata.iceberg.storage", ("disabled",),
-               "lakesink writes Iceberg metadata for append tables, into the table's own directory "
-               "(`table-location`, docs/iceberg.md).",
+               "lakesink writes Iceberg metadata into the table's own directory (`table-location`, "
+               "docs/iceberg.md).",
                honoured_in=iceberg_problem,
-               honoured_doc="`table-location` in append tables (docs/iceberg.md); refused in primary-key tables"),
+               honoured_doc="`table-location` (docs/iceberg.md): append tables list every live file; primary-key "
+                            "tables (fixed, dynamic and postpone buckets, with or without deletion vectors) list "
+                            "the files at their highest LSM level, as Paimon does (rows a full compaction "
+                            "wrote); refused in cross-partition tables"),
+    Unhonoured("metadata.iceberg.format-version", ("2",),
+               "lakesink writes Iceberg table metadata of format version 2; with 3 Paimon writes version 3 "
+               "(row lineage, and in primary-key tables with `deletion-vectors.bitmap64` the deletion vectors "
+               "as Iceberg deletion vectors).",
+               honoured_in=iceberg_only_problem,
+               honoured_doc="other values only held by a table without Iceberg metadata "
+                            "(`metadata.iceberg.storage=disabled`), where Paimon ignores the option"),
+    Unhonoured("compaction.optimization-interval", (),
+               "lakesink compacts after commits and with `lakesink.compact`, never by time: Iceberg readers "
+               "of a primary-key table, which read only fully compacted rows (docs/iceberg.md), would wait "
+               "for a full compaction that does not come. Use `full-compaction.delta-commits` or "
+               "`lakesink.compact` instead.",
+               honoured_in=iceberg_only_problem,
+               honoured_doc="held by a table without Iceberg metadata (not read: no compaction by time)"),
     Unhonoured("metadata.iceberg-compatible", ("false",),
                "The Iceberg metadata of this older option (Paimon 0.9) is not what lakesink writes: use "
                "`metadata.iceberg.storage=table-location` instead (docs/iceberg.md), or write the table with "

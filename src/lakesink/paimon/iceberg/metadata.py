@@ -61,12 +61,15 @@ def summary(snapshot, added: tuple[int, int, int], removed: tuple[int, int, int]
 
 
 def document(*, table_uuid: str, location: str, snapshot, manifest_list: str, schemas: dict[int, list],
-             current_schema_id: int, partition: list[dict], snapshot_summary: dict[str, str]) -> dict:
+             current_schema_id: int, partition: list[dict], snapshot_summary: dict[str, str],
+             primary_keys: list[str] = ()) -> dict:
     """The metadata of one snapshot. `schemas`: Paimon schema id -> its fields (those Iceberg can
-    describe; the current one and the snapshot's among them)."""
+    describe; the current one and the snapshot's among them). `primary_keys`: a primary-key
+    table's, whose files also hold key-value columns the name mapping names."""
     iceberg_schemas = [ice_schema.iceberg_schema(sid, fields) for sid, fields in sorted(schemas.items())]
     spec = [{k: p[k] for k in ("name", "transform", "source-id", "field-id")} for p in partition]
-    mapping = ice_schema.name_mapping([fields for _, fields in sorted(schemas.items())])
+    ordered = [fields for _, fields in sorted(schemas.items())]
+    mapping = ice_schema.name_mapping(ordered) + ice_schema.key_value_mapping(ordered, list(primary_keys))
     entry = {"snapshot-id": snapshot.id, "sequence-number": snapshot.id, "timestamp-ms": snapshot.time_millis,
              "manifest-list": manifest_list, "summary": snapshot_summary, "schema-id": snapshot.schema_id}
     if snapshot.id > 1:

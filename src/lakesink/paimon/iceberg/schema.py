@@ -116,6 +116,33 @@ def name_mapping(schemas: list[list[DataField]]) -> list[dict]:
     return out
 
 
+# Field ids Paimon gives the key-value columns of a primary-key table's data files (its
+# `SpecialFields`): far above any column id, so readers project them away.
+KEY_FIELD_ID_START = (2**31 - 1) // 2     # Integer.MAX_VALUE / 2; `_KEY_<k>` is this + the id of k
+SEQUENCE_NUMBER_ID = 2**31 - 2            # Integer.MAX_VALUE - 1
+VALUE_KIND_ID = 2**31 - 3                 # Integer.MAX_VALUE - 2
+
+
+def key_value_mapping(schemas: list[list[DataField]], primary_keys: list[str]) -> list[dict]:
+    """Name-mapping entries of the columns a primary-key table's data files hold besides the
+    table's: `_KEY_<k>` per key column (every name it had), `_SEQUENCE_NUMBER`, `_VALUE_KIND`, under
+    the ids Paimon's Java writer stores in its Parquet files. Readers such as pyiceberg map every
+    column of a file without field ids and fail on one the mapping lacks; the ids are in no Iceberg
+    schema, so no reader returns them."""
+    if not primary_keys:
+        return []
+    newest = {f.name: f.id for f in schemas[-1]} if schemas else {}
+    key_ids = [newest[k] for k in primary_keys if k in newest]
+    names: dict[int, list[str]] = {i: [] for i in key_ids}
+    for fields in reversed(schemas):
+        for f in fields:
+            if f.id in names and f"_KEY_{f.name}" not in names[f.id]:
+                names[f.id].append(f"_KEY_{f.name}")
+    out = [{"field-id": KEY_FIELD_ID_START + i, "names": names[i]} for i in sorted(key_ids)]
+    return out + [{"field-id": VALUE_KIND_ID, "names": ["_VALUE_KIND"]},
+                  {"field-id": SEQUENCE_NUMBER_ID, "names": ["_SEQUENCE_NUMBER"]}]
+
+
 def reused_name(schemas: list[list[DataField]]) -> str | None:
     """Why the name mapping cannot describe these schemas (oldest first), or None: a name that two
     field ids had (a column dropped and another added under its name). Files written before would

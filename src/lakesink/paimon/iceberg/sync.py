@@ -5,7 +5,8 @@ data files, a manifest list, `v<N>.metadata.json` (N the Paimon snapshot id) and
 `version-hint.text`. It rebuilds from the snapshot alone, so it is idempotent: run again after a
 crash between the Paimon snapshot and the Iceberg files (by the next commit, or by maintenance), it
 writes the same files under the same names and finishes what the crash left. Metadata of snapshots
-Paimon has expired goes with their manifests."""
+Paimon has expired goes with their manifests. Of a primary-key table only the files at the highest
+LSM level are listed (`visible`), as Paimon lists them: Iceberg readers do not merge a key's versions."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from ... import storage
 from ...errors import UnsupportedTableError
 from ..commit.live_files import live_entries
 from ..files.datafiles import PathsOf
+from ..keyed.lsm_policy import LsmOptions
 from . import avro_files, metadata, metrics, schema as ice_schema
 
 log = logging.getLogger(__name__)
@@ -56,7 +58,8 @@ def check(table, history: bool = True) -> None:
     (`history`: nor the names its older schemas gave them)."""
     if not enabled(table):
         return
-    reason = ice_schema.problem(table.table_schema.fields, list(table.partition_keys or []))
+    reason = (keyed_problem(table.primary_keys, table.partition_keys, table.table_schema.options)
+              or ice_schema.problem(table.table_schema.fields, list(table.partition_keys or [])))
     if reason is None and history:
         reason = ice_schema.reused_name(_all_schemas(table, table.table_schema.id))
     if reason is not None:
@@ -74,12 +77,27 @@ def _all_schemas(table, newest: int) -> list[list]:
     return out
 
 
-def check_new(schema, partition_keys: list[str], table_options) -> None:
-    """`check` for a table a write will create: its Arrow schema and options."""
+def keyed_problem(primary_keys, partition_keys, table_options) -> str | None:
+    """Why the highest LSM level of this primary-key table does not show each key once, or None.
+    A cross-partition table (`bucket=-1`, a key without every partition column) moves a key to
+    another partition with a retraction in the old one: both partitions' highest levels would
+    hold it until both buckets are fully compacted."""
+    primary_keys, partition_keys = list(primary_keys or []), list(partition_keys or [])
+    bucket = str((table_options or {}).get("bucket", "-1")).strip()
+    if primary_keys and bucket == "-1" and not set(partition_keys) <= set(primary_keys):
+        return ("its primary key does not hold every partition column (a cross-partition table): a key moving "
+                "to another partition would be shown in both by Iceberg readers until both buckets are fully "
+                "compacted. Include the partition columns in the primary key, or unset the option")
+    return None
+
+
+def check_new(schema, partition_keys: list[str], table_options, primary_keys=()) -> None:
+    """`check` for a table a write will create: its Arrow schema, options and primary key."""
     if storage_kind(table_options) != "table-location":
         return
     from pypaimon import Schema
-    reason = ice_schema.problem(Schema.from_pyarrow_schema(schema).fields, list(partition_keys))
+    reason = (keyed_problem(primary_keys, partition_keys, table_options)
+              or ice_schema.problem(Schema.from_pyarrow_schema(schema).fields, list(partition_keys)))
     if reason is not None:
         raise UnsupportedTableError(f"{OPTION}=table-location: {reason}. Nothing was written.")
 
@@ -118,9 +136,10 @@ def _write_version(table, snapshot, table_uuid: str) -> None:
     partition = ice_schema.partition_fields(current_fields, list(table.partition_keys or []))
     current_schema = ice_schema.iceberg_schema(current_id, current_fields)
 
-    live = _files(table, live_entries(table, snapshot), partition, current_fields)
+    live = _files(table, visible(table, live_entries(table, snapshot)), partition, current_fields)
     parent = table.snapshot_manager().get_snapshot_by_id(snapshot.id - 1) if snapshot.id > 1 else None
-    before = (_files(table, live_entries(table, parent), partition, current_fields, with_metrics=False)
+    before = (_files(table, visible(table, live_entries(table, parent)), partition, current_fields,
+                     with_metrics=False)
               if parent is not None else {})
     added = [f for key, f in live.items() if key not in before]
     removed = [f for key, f in before.items() if key not in live]
@@ -148,9 +167,23 @@ def _write_version(table, snapshot, table_uuid: str) -> None:
     doc = metadata.document(
         table_uuid=table_uuid, location=_location(table), snapshot=snapshot,
         manifest_list=list_path, schemas=fields_of, current_schema_id=current_id,
-        partition=partition,
+        partition=partition, primary_keys=list(table.primary_keys or []),
         snapshot_summary=metadata.summary(snapshot, totals(added), totals(removed), totals(files), len(changed)))
     storage.write_atomically(file_io, version_path(table, snapshot.id), json.dumps(doc, indent=1))
+
+
+def visible(table, entries) -> list:
+    """The entries Iceberg readers may read as they are. Append tables: all. Primary-key tables:
+    the files at the highest LSM level (`num-levels` - 1), as Paimon's Iceberg metadata lists them:
+    one sorted run per bucket, written by a compaction that merged every run of the bucket, so no
+    key is in two of them and no retraction is left (a full compaction drops them). Lower levels
+    hold newer versions that only a merging reader can order; with deletion vectors, the vectors
+    are not exposed either (Paimon exposes them only as Iceberg v3 deletion vectors of 64-bit
+    bitmaps, which lakesink does not write), so a file shows every row it holds."""
+    if not table.primary_keys:
+        return list(entries)
+    top = LsmOptions.of_table(table).max_level
+    return [e for e in entries if e.file.level == top]
 
 
 def _files(table, entries, partition: list[dict], current_fields,

@@ -52,7 +52,7 @@ def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions, pl
             )
         check_keyed_table(table, options.primary_keys)
         if not options.branch:  # Iceberg metadata follows main only
-            iceberg.check(table)  # fixed-bucket append tables with Iceberg metadata
+            iceberg.check(table)  # Iceberg metadata follows keyed tables too (their highest level)
         check_options_match(table, options)
         spec = KeyedSpec.of_table(table)
         rowkind = options.table_options.get("rowkind.field")
@@ -85,7 +85,7 @@ def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions, pl
         if unknown:
             raise ConfigurationError(f"partition column(s) {unknown} are not among the data's columns {schema.names}.")
         check_types(schema)
-        iceberg.check_new(schema, options.partition_keys, options.table_options)
+        iceberg.check_new(schema, options.partition_keys, options.table_options, options.primary_keys)
         spec = KeyedSpec.resolve(options.primary_keys, options.partition_keys, options.table_options, schema.names)
         # Like Spark's file tables, columns are nullable, except the primary key (Paimon: NOT NULL);
         # null keys are refused row by row while Spark writes.
