@@ -98,6 +98,7 @@ def test_a_dv_file_rewritten_by_a_later_merge_loses_its_vector(spark, table_path
     ({"row-tracking.enabled": "true"}, "row-tracking.enabled=true"),
     ({"primary-key": "id", "bucket": "-2"}, "bucket=-2"),
     ({"primary-key": "id", "bucket": "2", "changelog-producer": "lookup"}, "changelog-producer=lookup"),
+    ({"primary-key": "id", "bucket": "2", "full-compaction.delta-commits": "5"}, "full-compaction.delta-commits"),
 ])
 def test_deletion_vectors_lakesink_cannot_merge_are_refused_by_name(spark, table_path, options, named):
     df = spark.createDataFrame([(1, "a")], "id long, v string")

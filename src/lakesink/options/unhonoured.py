@@ -97,6 +97,10 @@ def deletion_vector_problem(options, primary_keys, complete: bool = True) -> str
         return (f"{merge_first}; changelog-producer={producer} is not written with them (its changelog would "
                 "come from the same compaction). Create the table without it, or write it with Apache Paimon's "
                 "Java writers.")
+    if str(options.get("full-compaction.delta-commits", "")).strip():
+        return (f"{merge_first}; full-compaction.delta-commits is not honoured with them: lakesink compacts "
+                "such a table only in each commit's merge, never in full rounds (nor with lakesink.compact). "
+                "Unset the option, or compact the table with Paimon's own compaction.")
     engine = str(options.get("merge-engine", "deduplicate")).strip().lower()
     if engine not in _DV_ENGINES:
         return f"{merge_first}; merge-engine={engine} is not written with them."
