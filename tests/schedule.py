@@ -63,6 +63,7 @@ MODULE_SECONDS = {
     "tests/spark/test_keyed_stream_write.py": 24,
     "tests/spark/test_submit.py": 22,
     "tests/spark/test_deletion_vectors_append.py": 20,
+    "tests/spark/test_dynamic_deletion_vectors.py": 30,
     "tests/spark/test_schema_evolution.py": 22,
     "tests/unit/test_keyed_compaction.py": 21,
     "tests/spark/test_unhonoured_options.py": 21,
