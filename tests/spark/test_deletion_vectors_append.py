@@ -217,3 +217,31 @@ def test_options_deletion_vectors_cannot_go_with_are_refused_by_name(spark, tabl
         lakesink.write(spark.createDataFrame(ROWS[:2], SCHEMA), table_path, options={**DV, **options})
     assert info.value.option == "deletion-vectors.enabled"
     assert not os.path.exists(os.path.join(table_path, "schema"))
+
+
+def test_orphan_removal_deletes_index_files_no_snapshot_lists_and_keeps_the_vectors(spark, table_path):
+    """A commit killed after writing its deletion-vector file and before its snapshot leaves an
+    index file no snapshot lists: orphan removal deletes it (once old enough), keeps every
+    vector a snapshot lists, and the table reads as before."""
+    import time
+
+    from lakesink.paimon import maintenance
+
+    _create(spark, table_path)
+    lakesink.delete(spark, table_path, where="id % 5 = 0")
+    expected = [r for r in ROWS if r[0] % 5]
+    index = os.path.join(table_path, "index")
+    live = sorted(os.listdir(index))
+    assert live, "the DELETE wrote no deletion-vector file"
+    stale, fresh = os.path.join(index, "index-dead-0"), os.path.join(index, "index-in-flight-0")
+    for path in (stale, fresh):
+        with open(os.path.join(index, live[0]), "rb") as src, open(path, "wb") as out:
+            out.write(src.read())
+    old = time.time() - 3 * 86400
+    os.utime(stale, (old, old))
+    for name in live:  # a listed file is kept whatever its age
+        os.utime(os.path.join(index, name), (old, old))
+    assert maintenance.remove_orphans(table_path, dry_run=True) == [stale]
+    maintenance.remove_orphans(table_path)
+    assert sorted(os.listdir(index)) == sorted(live + ["index-in-flight-0"])
+    check(spark, table_path, expected, format_read=False)

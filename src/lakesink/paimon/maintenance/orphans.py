@@ -13,6 +13,7 @@ from .metadata import Metadata, ProgressFn, list_tags, open_table
 
 
 # `metadata`: Iceberg metadata (metadata.iceberg.storage), which its own refresh keeps and prunes.
+# `index`: kept unless every snapshot's index manifest could be read (`_index_orphans`).
 _ROOT_DIRS = {"schema", "snapshot", "tag", "consumer", "branch", "index", "statistics", "metadata"}
 
 
@@ -34,11 +35,10 @@ def remove_orphans(path: str, older_than: dt.timedelta = dt.timedelta(days=1), d
     root = table.table_path.rstrip("/")
     cutoff = time.time() - older_than.total_seconds()
     manager = table.snapshot_manager()
-    referenced = Metadata(table).referenced(list(manager.list_snapshots()) + list(list_tags(table).values())
-                                             + snapshots_of_branches(table),
-                                             progress)
+    needed = list(manager.list_snapshots()) + list(list_tags(table).values()) + snapshots_of_branches(table)
+    referenced = Metadata(table).referenced(needed, progress)
     referenced = {os.path.normpath(p) for p in referenced}
-    orphans: list[str] = []
+    orphans: list[str] = _index_orphans(table, needed, cutoff)
     for status in file_io.list_status(root):
         name = status.base_name
         if name in _ROOT_DIRS:
@@ -59,6 +59,26 @@ def remove_orphans(path: str, older_than: dt.timedelta = dt.timedelta(days=1), d
             if progress:
                 progress("deleting", i + 1, len(orphans))
     return orphans
+
+
+def _index_orphans(table, snapshots, cutoff: float) -> list[str]:
+    """Files in `index/` (hash index, deletion vectors) that no snapshot's index manifest lists,
+    of any index kind: those a commit killed before its snapshot wrote. None at all when an index
+    manifest cannot be read: then no index file is known to be unneeded."""
+    from pypaimon.manifest.index_manifest_file import IndexManifestFile
+
+    file_io, directory = table.file_io, f"{table.table_path.rstrip('/')}/index"
+    if not file_io.exists(directory):
+        return []
+    listed: set[str] = set()
+    reader = IndexManifestFile(table)
+    for name in {s.index_manifest for s in snapshots if s.index_manifest}:
+        try:
+            listed.update(e.index_file.file_name for e in reader.read(name) if e.kind == 0)
+        except FileNotFoundError:
+            return []
+    return [path for path, mtime in _walk(file_io, directory)
+            if os.path.basename(path) not in listed and mtime < cutoff]
 
 
 def _is_dir(file_io, path: str) -> bool:
