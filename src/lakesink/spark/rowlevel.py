@@ -349,28 +349,18 @@ def count_kinds(changes) -> dict:
 def commit_rewrite(stmt: Statement, rewritten, touched: list[str], counts: dict) -> CommitReport:
     """Append tables: write `rewritten` (the new contents of the `touched` files, and inserted rows;
     `stmt.carried` columns) and commit one snapshot removing the touched files."""
-    from ..paimon.files.datafiles import StagedFile, TableLayout
+    from ..paimon.files.datafiles import StagedFile
     from ..paimon.commit.rowlevel_target import RowLevelTarget
-    from ..paimon.write.batch import BatchWrite
-    from .arrow import spark_to_arrow
     from .fastpath import write_staged
     from .output import check_spark_can_write, list_parquet_files
-    from .reader import spark_schema
 
     check_spark_can_write(stmt.spark, stmt.path, PATH_NAME)
     removed = [StagedFile(*stmt.candidates[name], None) for name in touched]
     target = RowLevelTarget(stmt.path, removed, fs_options=stmt.fs_options or None)
-    opts = WriteOptions.parse(identity_options(stmt))
-    target.maintenance = opts.maintenance
-    layout = TableLayout.of(stmt.table)
-    job = BatchWrite.plan(stmt.path, spark_to_arrow(spark_schema(stmt.table)), opts, "append", PATH_NAME, None,
-                          prepare=lambda *_: (target, layout))
-    job.aggregate = False  # the statement's snapshot is its whole effect
-    if job.already_committed():
-        return CommitReport(job.commit_user, job.identifier, skipped_replay=True)
-    if not touched and not counts.get("inserted"):
-        job.remove_staging()
-        return finish(CommitReport(job.commit_user, job.identifier), counts)
+    job = _statement_job(stmt, target)
+    done = _without_files(job, touched, counts)
+    if done is not None:
+        return done
     files = []
     try:
         if stmt.tracks:
@@ -388,19 +378,44 @@ def commit_rewrite(stmt: Statement, rewritten, touched: list[str], counts: dict)
     return finish(job.commit(files, report_properties(counts)), counts)
 
 
+def _statement_job(stmt: Statement, target):
+    """The batch job committing a statement's one snapshot through `target` (no aggregation:
+    the snapshot is the statement's whole effect)."""
+    from ..paimon.files.datafiles import TableLayout
+    from ..paimon.write.batch import BatchWrite
+    from .arrow import spark_to_arrow
+    from .reader import spark_schema
+
+    opts = WriteOptions.parse(identity_options(stmt))
+    target.maintenance = opts.maintenance
+    layout = TableLayout.of(stmt.table)
+    job = BatchWrite.plan(stmt.path, spark_to_arrow(spark_schema(stmt.table)), opts, "append", PATH_NAME, None,
+                          prepare=lambda *_: (target, layout))
+    job.aggregate = False
+    return job
+
+
+def _without_files(job, changed, counts: dict) -> CommitReport | None:
+    """The report of a statement that writes no file: a replay of a committed one, or one that
+    changes nothing (`changed` empty, nothing inserted); None otherwise."""
+    if job.already_committed():
+        return CommitReport(job.commit_user, job.identifier, skipped_replay=True)
+    if not changed and not counts.get("inserted"):
+        job.remove_staging()
+        return finish(CommitReport(job.commit_user, job.identifier), counts)
+    return None
+
+
 def commit_marks(stmt: Statement, marked, added, counts: dict) -> CommitReport:
     """Append tables with deletion vectors: mark the target rows of `marked` (`FILE`, `POSITION`)
     deleted in their files' deletion vectors, write `added` (new versions of updated rows and
     inserted rows, the table's columns; None: none) as new files, commit one snapshot."""
     from pyspark.sql import functions as F
 
-    from ..paimon.files.datafiles import StagedFile, TableLayout
+    from ..paimon.files.datafiles import StagedFile
     from ..paimon.commit.rowlevel_target import RowLevelTarget
-    from ..paimon.write.batch import BatchWrite
-    from .arrow import spark_to_arrow
     from .fastpath import write_staged
     from .output import check_spark_can_write, list_parquet_files
-    from .reader import spark_schema
 
     check_spark_can_write(stmt.spark, stmt.path, PATH_NAME)
     positions = {r[0]: r[1] for r in marked.where(f"{FILE} IS NOT NULL").groupBy(FILE)
@@ -408,17 +423,10 @@ def commit_marks(stmt: Statement, marked, added, counts: dict) -> CommitReport:
     target = RowLevelTarget(stmt.path, fs_options=stmt.fs_options or None, base=stmt.snapshot,
                             marked={name: (StagedFile(*stmt.candidates[name], None), sorted(p))
                                     for name, p in positions.items()})
-    opts = WriteOptions.parse(identity_options(stmt))
-    target.maintenance = opts.maintenance
-    layout = TableLayout.of(stmt.table)
-    job = BatchWrite.plan(stmt.path, spark_to_arrow(spark_schema(stmt.table)), opts, "append", PATH_NAME, None,
-                          prepare=lambda *_: (target, layout))
-    job.aggregate = False  # the statement's snapshot is its whole effect
-    if job.already_committed():
-        return CommitReport(job.commit_user, job.identifier, skipped_replay=True)
-    if not positions and not counts.get("inserted"):
-        job.remove_staging()
-        return finish(CommitReport(job.commit_user, job.identifier), counts)
+    job = _statement_job(stmt, target)
+    done = _without_files(job, positions, counts)
+    if done is not None:
+        return done
     files = []
     try:
         if added is not None:
