@@ -435,3 +435,16 @@ def test_a_write_cannot_switch_iceberg_metadata_on_or_off(spark, table_path):
         lakesink.write(rows(spark, 2, 2), table_path, options=ICEBERG)
     before.check()
     assert not os.path.exists(os.path.join(table_path, "metadata"))
+
+
+@pytest.mark.full
+def test_a_table_created_as_select_gets_its_catalog_metadata_once_in_place(spark, tmp_path, table_path, iceberg):
+    lakesink.create_table_as(rows(spark, 0, 4), table_path, partition_by=["day"], options=HADOOP)
+    assert same_rows_in_catalog(tmp_path, iceberg, table_path)["summary"]["total-records"] == "4"
+    lakesink.replace_table_as(rows(spark, 50, 2), table_path, options=HADOOP)
+    info = same_rows_in_catalog(tmp_path, iceberg, table_path)
+    assert info["summary"]["total-records"] == "2" and info["partition_spec"] == []
+    catalog = os.path.join(os.path.dirname(os.path.dirname(table_path)), "iceberg", "db")
+    assert os.listdir(catalog) == ["t"]  # no directory named after a staging table
+    for name in os.listdir(os.path.join(catalog, "t", "metadata")):
+        assert b"lakesink-staging" not in open(os.path.join(catalog, "t", "metadata", name), "rb").read(), name
