@@ -273,7 +273,7 @@ def read(spark: SparkSession, path: str, *, snapshot: int | None = None, tag: st
 def read_stream(spark: SparkSession, path: str, *, consumer_id: str | None = None,
                 starting: str | int | _dt.datetime = "latest-full", read_overwrite: bool = False,
                 max_rows_per_trigger: int | None = None, options: Mapping[str, str] | None = None,
-                changelog: bool | None = None) -> DataFrame:
+                changelog: bool | None = None, branch: str | None = None) -> DataFrame:
     """A streaming DataFrame of the rows each new snapshot of the table at `path` (or name) adds.
 
     A primary-key table streams its changelog: a first column `rowkind` (`+I`, `-U`, `+U`,
@@ -285,7 +285,8 @@ def read_stream(spark: SparkSession, path: str, *, consumer_id: str | None = Non
     datetime / ISO string. A restarted query continues
     from its checkpoint; a new query with the same `consumer_id` continues where
     that consumer stopped. `max_rows_per_trigger` caps a micro-batch at whole
-    snapshots holding up to that many added rows. `options`: further read options
+    snapshots holding up to that many added rows. `branch`: follow that branch's
+    snapshots instead of main's (docs/branches.md). `options`: further read options
     (docs/options.md) and storage options.
 
     >>> sdf = lakesink.read_stream(spark, "/data/wh/db.db/bronze", consumer_id="silver")   # doctest: +SKIP
@@ -293,7 +294,7 @@ def read_stream(spark: SparkSession, path: str, *, consumer_id: str | None = Non
     from .spark.read import read_stream as _read_stream
     return _read_stream(spark, path, consumer_id=consumer_id, starting=starting, read_overwrite=read_overwrite,
                         max_rows_per_trigger=max_rows_per_trigger, options=dict(options) if options else None,
-                        changelog=changelog)
+                        changelog=changelog, branch=branch)
 
 
 def compact(spark: SparkSession | None, path: str, partitions: Sequence[Mapping[str, object]] | None = None,

@@ -211,11 +211,94 @@ def test_a_stream_into_a_branch_commits_each_micro_batch_there_once(spark, tmp_p
         query.stop()
 
 
+def stream_once(reader, checkpoint: str) -> list:
+    """Everything `reader` (a streaming DataFrame) has now, through a query on `checkpoint`."""
+    seen = []
+    query = (reader.writeStream.foreachBatch(lambda df, _: seen.extend(df.collect()))
+             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    if query.exception() is not None:
+        raise query.exception()
+    return seen
+
+
+def test_a_stream_of_a_branch_follows_the_branch_commits_not_mains(spark, table_path, tmp_path):
+    lakesink.write(spark.range(0, 3), table_path)
+    lakesink.branch.create(table_path, "audit")
+    lakesink.write(spark.range(10, 12), table_path, options={"branch": "audit"})
+    lakesink.write(spark.range(100, 105), table_path)
+    lakesink.write(spark.range(105, 110), table_path)  # main is at snapshot 3, the branch at 2
+    chk = str(tmp_path / "chk")
+
+    def ids(branch):
+        reader = spark.readStream.format("paimon").option("scan.mode", "earliest")
+        reader = reader.option("branch", branch) if branch else reader
+        return sorted(r.id for r in stream_once(reader.load(table_path), chk))
+
+    assert ids("audit") == [0, 1, 2, 10, 11]
+    lakesink.write(spark.range(12, 14), table_path, options={"branch": "audit"})
+    lakesink.write(spark.range(110, 112), table_path)
+    assert ids("audit") == [12, 13]  # the restart goes on from the branch's snapshot 2
+    assert ids("audit") == []
+    # The checkpoint's offsets are the branch's snapshot ids: main's stream refuses them.
+    with pytest.raises(Exception, match="checkpoint holds offsets of branch 'audit'"):
+        ids(None)
+
+
+@pytest.mark.full
+def test_lakesink_read_stream_of_a_branch_starts_where_asked_on_the_branch(spark, table_path):
+    from lakesink.spark.read import stream_options
+    from lakesink.spark.stream_reader import PaimonStreamReader
+    from tests.spark.test_read_stream import _read_all_available
+
+    lakesink.write(spark.range(0, 3), table_path)
+    lakesink.write(spark.range(3, 5), table_path)
+    lakesink.branch.create(table_path, "b", from_snapshot=1)
+    lakesink.write(spark.range(20, 22), table_path, options={"branch": "b"})  # branch snapshot 2
+    lakesink.write(spark.range(22, 23), table_path, options={"branch": "b"})  # branch snapshot 3
+    lakesink.write(spark.range(5, 9), table_path)
+    lakesink.write(spark.range(9, 10), table_path)  # main is at snapshot 4
+    schema = spark.read.format("paimon").load(table_path).schema
+
+    def collected(starting):
+        options = {**stream_options(starting), "branch": "b"}
+        return _read_all_available(PaimonStreamReader(table_path, options, schema))
+
+    assert collected("earliest") == collected("latest-full") == [0, 1, 2, 20, 21, 22]
+    assert collected(2) == [20, 21, 22] and collected(3) == [22]
+    assert collected("latest") == []
+    with pytest.raises(lakesink.SnapshotNotFoundError, match=r"available snapshots are 1\.\.3"):
+        collected(5)  # main's next snapshot; the branch's is 4
+    with pytest.raises(lakesink.BranchNotFoundError):
+        lakesink.read_stream(spark, table_path, branch="nope")
+    with pytest.raises(lakesink.ConfigurationError, match="give one"):
+        lakesink.read_stream(spark, table_path, branch="b", options={"branch": "b"})
+
+
+@pytest.mark.full
+def test_a_keyed_branch_streams_its_changelog_and_its_consumer_lives_on_the_branch(spark, table_path, tmp_path):
+    import json
+
+    lakesink.write(named(spark, 0, 5, "a"), table_path, primary_key=["id"], options={"bucket": "1"})
+    lakesink.branch.create(table_path, "k")
+    chk = str(tmp_path / "chk")
+
+    def changes():
+        sdf = lakesink.read_stream(spark, table_path, branch="k", consumer_id="c", starting="latest")
+        return sorted((r.rowkind, r.id, r.name) for r in stream_once(sdf, chk))
+
+    assert changes() == []
+    lakesink.write(named(spark, 3, 6, "b"), table_path, options={"branch": "k"})
+    lakesink.write(named(spark, 0, 2, "m"), table_path)  # main's update: not the branch's
+    assert changes() == [("+I", 3, "b"), ("+I", 4, "b"), ("+I", 5, "b")]
+    with open(f"{table_path}/branch/branch-k/consumer/consumer-c") as f:
+        assert json.load(f) == {"nextSnapshot": 3}  # the branch's snapshots 1..2 read
+    assert not os.path.exists(f"{table_path}/consumer")
+
+
 def test_reads_that_cannot_read_a_branch_refuse_it_rather_than_read_main(spark, table_path):
     lakesink.write(spark.range(0, 2), table_path)
     lakesink.branch.create(table_path, "b")
-    with pytest.raises(lakesink.ConfigurationError, match="streams main only"):
-        lakesink.read_stream(spark, table_path, options={"branch": "b"})
     with pytest.raises(lakesink.ConfigurationError, match="CREATE / REPLACE TABLE AS"):
         lakesink.create_table_as(spark.range(0, 2), f"{table_path}-new", options={"branch": "b"})
     assert not os.path.exists(f"{table_path}-new")

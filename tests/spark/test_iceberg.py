@@ -210,11 +210,81 @@ def test_keyed_tables_iceberg_metadata_cannot_follow_are_refused_by_name(spark, 
     assert not os.path.exists(os.path.join(table_path, "schema"))
 
 
-@pytest.mark.parametrize("kind", ["hadoop-catalog", "hive-catalog"])
+@pytest.mark.parametrize("kind", ["hive-catalog", "rest-catalog"])
 def test_catalog_storage_of_iceberg_metadata_is_refused(spark, table_path, kind):
     with pytest.raises(UnsupportedOptionError, match=f"metadata.iceberg.storage={kind}"):
         lakesink.write(rows(spark, 0, 3), table_path, options={"metadata.iceberg.storage": kind})
     assert not os.path.exists(os.path.join(table_path, "schema"))
+
+
+HADOOP = {"metadata.iceberg.storage": "hadoop-catalog"}
+
+
+def same_rows_in_catalog(tmp_path, iceberg, path: str, columns=("id", "name", "day", "x")) -> dict:
+    """pyiceberg's rows, read as a Hadoop catalog's table from `<warehouse>/iceberg/<db>/<table>` (its
+    `metadata/version-hint.text` names the version), equal pypaimon's; returns pyiceberg's account."""
+    warehouse, database, name = path.rsplit("/", 2)
+    iceberg_table = f"{warehouse}/iceberg/{database[:-len('.db')]}/{name}"
+    got, info = iceberg.read(tmp_path, path, metadata=iceberg_table)
+    assert _sorted(got, list(columns)) == _sorted(read_table(path), list(columns))
+    assert info["snapshot_id"] == latest_snapshot_id(path)
+    assert not os.path.exists(os.path.join(path, "metadata"))  # nothing in the table's own directory
+    return info
+
+
+def test_hadoop_catalog_metadata_lives_in_the_warehouse_through_append_overwrite_and_compaction(
+        spark, tmp_path, table_path, iceberg):
+    lakesink.write(rows(spark, 0, 5), table_path, partition_by=["day"], options=HADOOP)
+    first = same_rows_in_catalog(tmp_path, iceberg, table_path)
+    assert first["partition_spec"] == [["day", "identity", 2]]
+    lakesink.write(rows(spark, 5, 3, day="2024-01-02"), table_path)
+    assert same_rows_in_catalog(tmp_path, iceberg, table_path)["summary"]["total-records"] == "8"
+    lakesink.write(rows(spark, 100, 2), table_path, mode="overwrite", options={"partitionOverwriteMode": "dynamic"})
+    assert same_rows_in_catalog(tmp_path, iceberg, table_path)["operation"] == "overwrite"
+    lakesink.write(rows(spark, 200, 2, day="2024-01-02"), table_path)
+    lakesink.compact(spark, table_path, progress=False)
+    compacted = same_rows_in_catalog(tmp_path, iceberg, table_path)
+    assert compacted["operation"] == "replace" and compacted["table_uuid"] == first["table_uuid"]
+    assert sorted(read_table(table_path).column("id").to_pylist()) == [5, 6, 7, 100, 101, 200, 201]
+
+
+def test_hadoop_catalog_metadata_of_a_table_outside_a_warehouse_is_refused(spark, tmp_path):
+    path = str(tmp_path / "loose" / "t")  # no <db>.db parent: no warehouse to put it in
+    with pytest.raises(UnsupportedTableError, match=r"<warehouse>/<db>\.db/<table>"):
+        lakesink.write(rows(spark, 0, 3), path, options=HADOOP)
+    assert not os.path.exists(os.path.join(path, "schema"))
+    # Metadata in the table's own directory instead: Paimon's storage-location says so.
+    lakesink.write(rows(spark, 0, 3), path,
+                   options={**HADOOP, "metadata.iceberg.storage-location": "table-location"})
+    assert os.path.exists(os.path.join(path, "metadata", "version-hint.text"))
+    assert not os.path.exists(str(tmp_path / "iceberg"))
+
+
+@pytest.mark.full
+def test_hadoop_catalog_metadata_of_a_keyed_table_on_the_native_path(spark, tmp_path, warehouse, iceberg):
+    path = str(warehouse / "shop.db" / "users")
+    df = rows(spark, 0, 6)
+    df.write.format("paimon").mode("append").option("primary-key", "id").option("bucket", "2") \
+        .options(**HADOOP).save(path)
+    rows(spark, 3, 6).write.format("paimon").mode("append").save(path)
+    lakesink.compact(spark, path, progress=False)  # the highest level: every key once, as Paimon reads
+    same_rows_in_catalog(tmp_path, iceberg, path)
+    assert os.path.exists(str(warehouse / "iceberg" / "shop" / "users" / "metadata" / "version-hint.text"))
+
+
+@pytest.mark.full
+def test_a_table_created_again_starts_its_catalog_metadata_afresh(spark, tmp_path, table_path, iceberg):
+    import shutil
+
+    for start in (0, 3, 6):
+        lakesink.write(rows(spark, start, 3), table_path, options=HADOOP)
+    old = same_rows_in_catalog(tmp_path, iceberg, table_path)
+    shutil.rmtree(table_path)  # dropped: its catalog metadata stays behind, as with Paimon
+    lakesink.write(rows(spark, 50, 2), table_path, options=HADOOP)
+    new = same_rows_in_catalog(tmp_path, iceberg, table_path)
+    assert new["snapshot_id"] == 1 and new["table_uuid"] != old["table_uuid"]
+    directory = os.path.join(os.path.dirname(os.path.dirname(table_path)), "iceberg", "db", "t", "metadata")
+    assert sorted(n for n in os.listdir(directory) if n.endswith(".metadata.json")) == ["v1.metadata.json"]
 
 
 def test_columns_iceberg_metadata_cannot_describe_are_refused_before_anything_is_written(spark, table_path):
@@ -365,3 +435,16 @@ def test_a_write_cannot_switch_iceberg_metadata_on_or_off(spark, table_path):
         lakesink.write(rows(spark, 2, 2), table_path, options=ICEBERG)
     before.check()
     assert not os.path.exists(os.path.join(table_path, "metadata"))
+
+
+@pytest.mark.full
+def test_a_table_created_as_select_gets_its_catalog_metadata_once_in_place(spark, tmp_path, table_path, iceberg):
+    lakesink.create_table_as(rows(spark, 0, 4), table_path, partition_by=["day"], options=HADOOP)
+    assert same_rows_in_catalog(tmp_path, iceberg, table_path)["summary"]["total-records"] == "4"
+    lakesink.replace_table_as(rows(spark, 50, 2), table_path, options=HADOOP)
+    info = same_rows_in_catalog(tmp_path, iceberg, table_path)
+    assert info["summary"]["total-records"] == "2" and info["partition_spec"] == []
+    catalog = os.path.join(os.path.dirname(os.path.dirname(table_path)), "iceberg", "db")
+    assert os.listdir(catalog) == ["t"]  # no directory named after a staging table
+    for name in os.listdir(os.path.join(catalog, "t", "metadata")):
+        assert b"lakesink-staging" not in open(os.path.join(catalog, "t", "metadata", name), "rb").read(), name

@@ -88,7 +88,7 @@ def test_a_keyed_table_holding_an_unhonoured_option_is_not_written(spark, wareho
 @pytest.mark.parametrize("path_kind", PATHS)
 def test_an_append_table_with_iceberg_metadata_in_a_catalog_is_not_written_or_compacted(spark, warehouse,
                                                                                          path_kind):
-    path = pypaimon_table(warehouse, "a", {"metadata.iceberg.storage": "hadoop-catalog"})
+    path = pypaimon_table(warehouse, "a", {"metadata.iceberg.storage": "hive-catalog"})
     before = Unchanged(path)
     with pytest.raises(Exception, match="Iceberg"):
         write(rows(spark), path, path_kind)

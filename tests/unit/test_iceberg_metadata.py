@@ -229,3 +229,27 @@ def test_a_column_dropped_and_added_again_under_its_name_gets_no_iceberg_metadat
         sync.check(tables.open_table(path))
     with pytest.raises(UnsupportedTableError, match="no Iceberg metadata written"):
         sync.refresh(tables.open_table(path))
+
+
+@pytest.mark.parametrize("path, expected", [
+    ("/data/wh/shop.db/orders", "/data/wh/iceberg/shop/orders"),
+    ("/data/wh/shop.db/orders/", "/data/wh/iceberg/shop/orders"),
+    ("s3://bucket/wh/shop.db/orders", "s3://bucket/wh/iceberg/shop/orders"),
+    ("/data/loose/orders", None),  # no <db>.db parent: no warehouse
+    ("/data/wh/.db/orders", None),
+    ("/shop.db/orders", None),
+])
+def test_hadoop_catalog_storage_is_the_warehouse_iceberg_directory_paimon_uses(path, expected):
+    assert sync.catalog_table_dir(path) == expected
+
+
+def test_hadoop_catalog_metadata_is_written_to_the_warehouse_and_refreshed_there(warehouse):
+    path = str(warehouse / "shop.db" / "orders")
+    writer = Writer(path, {"metadata.iceberg.storage": "hadoop-catalog"})
+    writer.commit(2)
+    writer.commit(3)
+    directory = warehouse / "iceberg" / "shop" / "orders" / "metadata"
+    assert (directory / "version-hint.text").read_text() == "2"
+    assert {"v1.metadata.json", "v2.metadata.json"} <= set(os.listdir(directory))
+    assert not os.path.exists(os.path.join(path, "metadata"))
+    assert sync.refresh(tables.open_table(path)) == 2

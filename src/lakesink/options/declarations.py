@@ -167,8 +167,8 @@ _declare(
            default_text="Paimon's batch identifier", also=("jdbc",)),
     Option("branch", "write", "string", None, "Paimon branch to write (or read): its snapshots live in "
            "`<table>/branch/branch-<name>/`, main is unchanged (docs/branches.md). The table and the branch "
-           "must exist (`lakesink.branch.create`); every write path and table kind; batch reads only.",
-           default_text="main", also=("read",)),
+           "must exist (`lakesink.branch.create`); every write path and table kind; batch and streaming reads.",
+           default_text="main", also=("read", "stream-read")),
     Option("partitionOverwriteMode", "write", "choice", "static", "Spark's name: `static` overwrites the "
            "whole table, `dynamic` only the partitions written.", choices=("static", "dynamic")),
     Option("dynamic-partition-overwrite", "write", "bool", False, "Paimon's name for "

@@ -29,9 +29,10 @@ class Unhonoured:
 def iceberg_problem(options, primary_keys, complete: bool = True) -> str | None:
     """Why lakesink cannot keep the Iceberg metadata `metadata.iceberg.storage` asks for, or None."""
     storage = str(options.get("metadata.iceberg.storage", "disabled")).strip().lower()
-    if storage != "table-location":
-        return ("It reaches no Hadoop or Hive catalog's directory, so Iceberg readers there would keep seeing "
-                "the table as it was. Use table-location, or write the table with Apache Paimon's Java writers.")
+    if storage not in ("table-location", "hadoop-catalog"):
+        return ("It registers the table in no Hive or REST catalog, so Iceberg readers there would keep seeing "
+                "the table as it was. Use table-location or hadoop-catalog, or write the table with Apache "
+                "Paimon's Java writers.")
     return None
 
 
@@ -138,13 +139,18 @@ _unhonoured(
                "lakesink does not write data-evolution tables (column groups merged by row id). Create the "
                "table without it, or write it with Apache Paimon's Java writers."),
     Unhonoured("metadata.iceberg.storage", ("disabled",),
-               "lakesink writes Iceberg metadata into the table's own directory (`table-location`, "
-               "docs/iceberg.md).",
+               "lakesink writes Iceberg metadata into the table's own directory (`table-location`) or its "
+               "warehouse's Iceberg directory (`hadoop-catalog`), docs/iceberg.md.",
                honoured_in=iceberg_problem,
-               honoured_doc="`table-location` (docs/iceberg.md): append tables list every live file; primary-key "
+               honoured_doc="`table-location` and `hadoop-catalog` (docs/iceberg.md; `hadoop-catalog` in tables at "
+                            "`<warehouse>/<db>.db/<table>`: metadata at `<warehouse>/iceberg/<db>/<table>/metadata`): "
+                            "append tables list every live file; primary-key "
                             "tables (fixed, dynamic and postpone buckets, with or without deletion vectors) list "
                             "the files at their highest LSM level, as Paimon does (rows a full compaction "
                             "wrote); refused in cross-partition tables"),
+    Unhonoured("metadata.iceberg.storage-location", ("table-location", "catalog-location"),
+               "Paimon's values are `table-location` (the table's own `metadata/`) and `catalog-location` "
+               "(`<warehouse>/iceberg/<db>/<table>/metadata`), docs/iceberg.md."),
     Unhonoured("metadata.iceberg.format-version", ("2",),
                "lakesink writes Iceberg table metadata of format version 2; with 3 Paimon writes version 3 "
                "(row lineage, and in primary-key tables with `deletion-vectors.bitmap64` the deletion vectors "

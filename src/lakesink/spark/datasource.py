@@ -150,13 +150,6 @@ class PaimonDataSource(DataSource):
         resolved = self._resolve("write")
         return PaimonStreamWriter(resolved.path, self._options(resolved), schema, overwrite, resolved.entry)
 
-    def _refuse_branch_stream(self) -> None:
-        # The stream reader follows main's snapshots; never hand a branch stream main's rows.
-        if any(k.lower() == "branch" for k in self.options):
-            raise ConfigurationError("option branch: spark.readStream.format('paimon') streams main only; read a "
-                                     "branch in batch with spark.read.format('paimon').option('branch', ...) or "
-                                     "lakesink.read(spark, table, branch=...).", option="branch")
-
     def reader(self, schema):
         from .reader import PaimonBatchReader
         resolved = self._resolve()
@@ -164,7 +157,6 @@ class PaimonDataSource(DataSource):
 
     def streamReader(self, schema):
         from .stream_reader import PaimonStreamReader
-        self._refuse_branch_stream()
         resolved = self._resolve()
         return PaimonStreamReader(resolved.path, self._options(resolved), schema)
 

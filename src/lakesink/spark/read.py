@@ -117,7 +117,8 @@ def plan(path: str, *, snapshot: int | None = None, tag: str | None = None, time
 
 def _branch(options: dict | None, branch: str | None) -> str | None:
     """The branch to read: the argument or the option `branch` (not both); None for main."""
-    given = registry.parse(options or {}, ("read",)).get("branch")
+    given = registry.parse({k: v for k, v in (options or {}).items() if str(k).lower() == "branch"},
+                           ("read",)).get("branch")
     if given is not None and branch is not None:
         raise ConfigurationError("branch= and option branch both given: give one.", option="branch")
     branch = branch if branch is not None else given
@@ -162,8 +163,8 @@ def _native(spark, path: str, snapshot, fs_options: dict, pushdown: bool = False
 
 def read_stream(spark, path: str, *, consumer_id: str | None = None, starting="latest-full",
                 read_overwrite: bool = False, max_rows_per_trigger: int | None = None,
-                options: dict | None = None, changelog: bool | None = None):
-    """A streaming DataFrame of the rows each new snapshot of the table adds.
+                options: dict | None = None, changelog: bool | None = None, branch: str | None = None):
+    """A streaming DataFrame of the rows each new snapshot of the table (of `branch`, given one) adds.
 
     A primary-key table streams its changelog: a first column `rowkind` (+I, -U, +U, -D) then
     the table's columns (`changelog=True` asks the same of an append table: every row +I).
@@ -177,24 +178,28 @@ def read_stream(spark, path: str, *, consumer_id: str | None = None, starting="l
     `max_rows_per_trigger` caps a micro-batch at whole snapshots holding up to that
     many added rows (a larger snapshot is read alone).
 
+    `branch` (or the option `branch`): follow that branch's snapshots instead of main's
+    (docs/branches.md); its consumers are the branch's own.
+
     >>> sdf = lakesink.read_stream(spark, "/data/wh/db.db/bronze", consumer_id="silver")   # doctest: +SKIP
     """
-    if any(str(k).lower() == "branch" for k in (options or {})):
-        raise ConfigurationError("option branch: lakesink.read_stream streams main only; read a branch in batch "
-                                 "with lakesink.read(spark, table, branch=...).", option="branch")
+    branch = _branch(options, branch)
+    options = {k: v for k, v in (options or {}).items() if str(k).lower() != "branch"}
     resolved = resolve_for(spark, path)  # checked now, not when the query plans its first batch
     path = resolved.path
     options = resolved.with_fs_options(options)
-    _check_stream_types(spark, path, options)
+    _check_stream_types(spark, path, options, branch)  # (a missing branch fails here, before the query)
     activate(spark)
     reader = spark.readStream.format(FORMAT)
     for key, value in stream_options(starting, consumer_id, read_overwrite).items():
         reader = reader.option(key, value)
     if max_rows_per_trigger is not None:
         reader = reader.option("read.stream.maxRowsPerTrigger", str(max_rows_per_trigger))
+    if branch is not None:
+        reader = reader.option("branch", branch)
     if changelog is None:
         from ..paimon.table.tables import open_table
-        table = open_table(path, registry.storage_options(options or {}) or None)
+        table = open_table(path, registry.storage_options(options or {}) or None, branch)
         changelog = table is not None and table.is_primary_key_table
     if changelog:
         reader = reader.option("read.readChangeLog", "true")
@@ -203,12 +208,12 @@ def read_stream(spark, path: str, *, consumer_id: str | None = None, starting="l
     return reader.load(str(path))
 
 
-def _check_stream_types(spark, path: str, options: dict | None) -> None:
+def _check_stream_types(spark, path: str, options: dict | None, branch: str | None = None) -> None:
     """Spark's streaming engine refuses TIME columns unless spark.sql.timeType.enabled is on
     (batch reads take them either way): say so before the query starts, naming the columns."""
     from ..errors import UnsupportedTypeError
 
-    table = scan.open_for_read(path, registry.storage_options(options or {}) or None)
+    table = scan.open_for_read(path, registry.storage_options(options or {}) or None, branch)
     timed = [f"{f.name} ({t})" for f in table.fields
              if (t := str(getattr(f.type, "type", f.type))).upper().startswith("TIME")
              and not t.upper().startswith("TIMESTAMP")]

@@ -2,8 +2,10 @@
 
 Each micro-batch reads the snapshots committed since the last one: the rows an append table's
 snapshots add, or a primary-key table's changelog (`read.readChangeLog`, paimon/read/changes.py).
-Planning and the reading of splits are the batch reader's (spark/reader.py). Options: scope
-`stream-read` of `lakesink.options` (docs/options.md).
+Planning and the reading of splits are the batch reader's (spark/reader.py). With the option
+`branch` the stream follows that branch's snapshots, schema and consumers instead of main's, and
+its offsets name the branch, so a checkpoint of one branch's stream refuses another's.
+Options: scope `stream-read` of `lakesink.options` (docs/options.md).
 """
 
 from __future__ import annotations
@@ -13,12 +15,17 @@ from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 from .. import options as registry
-from ..errors import InvalidOptionError, SnapshotNotFoundError
-from .reader import ChangesPartition, _expected_arrow_schema, _partitions, _serialize, read_splits
+from ..errors import CheckpointMismatchError, InvalidOptionError, SnapshotNotFoundError
+from .reader import ChangesPartition, _expected_arrow_schema, _partitions, _serialize, read_branch, read_splits
 
 
-def _offset(snapshot: int, full: bool = False) -> dict:
-    return {"snapshot": int(snapshot), "full": True} if full else {"snapshot": int(snapshot)}
+def _offset(snapshot: int, full: bool = False, branch: str | None = None) -> dict:
+    offset = {"snapshot": int(snapshot)}
+    if full:
+        offset["full"] = True
+    if branch is not None:  # (main's offsets stay as they always were)
+        offset["branch"] = branch
+    return offset
 
 
 class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -39,6 +46,7 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         opts = registry.parse(options, ("stream-read",))
         self.fs_options = registry.storage_options(options) or None
         self.path = path
+        self.branch = read_branch(opts)  # the branch's snapshots, schema and consumers (None: main)
         self.schema = schema
         self.mode = opts.get("scan.mode", registry.option("scan.mode").default)
         if self.mode == "default":  # Paimon's rule
@@ -63,7 +71,7 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.available_now_end: int | None = None
         self.recorded: int | None = None  # snapshot the consumer file last recorded as read
         self.changelog = opts.get("read.readChangeLog", False)
-        table = scan.open_for_read(path, self.fs_options)
+        table = scan.open_for_read(path, self.fs_options, self.branch)
         scan.check_streamable(table, self.changelog)
         if self.changelog:
             from ..paimon.read.changes import check_changelog_readable
@@ -72,7 +80,23 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _table(self):
         from ..paimon.read import scan
-        return scan.open_for_read(self.path, self.fs_options)
+        return scan.open_for_read(self.path, self.fs_options, self.branch)
+
+    def _at(self, snapshot: int, full: bool = False) -> dict:
+        return _offset(snapshot, full, self.branch)
+
+    def _check(self, offset: dict) -> dict:
+        """`offset` (from Spark's checkpoint) if it is of the branch this stream reads: snapshot ids
+        of main and of each branch are different histories."""
+        recorded = offset.get("branch")
+        if recorded != self.branch:
+            def name(branch):
+                return f"branch {branch!r}" if branch is not None else "main"
+            raise CheckpointMismatchError(
+                f"This query's checkpoint holds offsets of {name(recorded)} of {self.path}, but the stream now "
+                f"reads {name(self.branch)}: snapshot ids of different branches are different histories. Read "
+                f"{name(recorded)} again, or start the query from a new checkpoint. Nothing was read.")
+        return offset
 
     def initialOffset(self) -> dict:
         from ..paimon.read import scan
@@ -81,25 +105,25 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.consumer_id is not None:
             consumer = _consumers(table).consumer(self.consumer_id)
             if consumer is not None:
-                return _offset(consumer.next_snapshot - 1)
+                return self._at(consumer.next_snapshot - 1)
         span = scan.available_range(table)
         earliest, latest = span if span else (1, 0)
         if self.mode == "latest":
-            return _offset(latest)
+            return self._at(latest)
         if self.mode == "latest-full":
-            return _offset(latest, full=latest > 0)
+            return self._at(latest, full=latest > 0)
         if self.mode == "earliest":
-            return _offset(0) if earliest <= 1 else _offset(earliest, full=True)
+            return self._at(0) if earliest <= 1 else self._at(earliest, full=True)
         if self.mode in ("from-snapshot", "from-snapshot-full"):
             wanted = scan._snapshot_id(self.start_snapshot)
             full = self.mode == "from-snapshot-full"
             if not (earliest <= wanted <= latest + (0 if full else 1)):
                 raise SnapshotNotFoundError(
                     f"Cannot start streaming {self.path} at snapshot {wanted}: {scan.describe_range(table)}.")
-            return _offset(wanted, full=True) if full else _offset(wanted - 1)
+            return self._at(wanted, full=True) if full else self._at(wanted - 1)
         millis = scan.to_millis(self.start_millis)  # from-timestamp
         before = table.snapshot_manager().earlier_or_equal_time_mills(millis)
-        return _offset(before.id if before is not None else earliest - 1)
+        return self._at(before.id if before is not None else earliest - 1)
 
     def getDefaultReadLimit(self):
         from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
@@ -113,6 +137,7 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Spark asks for the next batch's end only after the batch ending at `start`
         # is in its commit log: record the consumer now, not only in commit(), which
         # Spark calls when the next batch starts (never, after an availableNow run).
+        self._check(start)
         if not start.get("full"):
             self._record_consumer(int(start["snapshot"]))
         latest = self._table().snapshot_manager().get_latest_snapshot()
@@ -123,9 +148,9 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start.get("full") and newest >= begin:
             from pyspark.sql.streaming.datasource import ReadMaxRows
             # Under a row limit the snapshot's full contents are a batch of their own.
-            return _offset(begin if isinstance(limit, ReadMaxRows) else max(newest, begin))
+            return self._at(begin if isinstance(limit, ReadMaxRows) else max(newest, begin))
         if newest > begin:
-            return _offset(self._admitted(begin, newest, limit))
+            return self._at(self._admitted(begin, newest, limit))
         return start
 
     def _admitted(self, begin: int, newest: int, limit) -> int:
@@ -153,7 +178,7 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from ..paimon.read import scan
 
         table = self._table()
-        begin, stop = int(start["snapshot"]), int(end["snapshot"])
+        begin, stop = int(self._check(start)["snapshot"]), int(self._check(end)["snapshot"])
         if self.changelog:
             return self._change_partitions(table, start, begin, stop)
         splits = []
@@ -186,7 +211,7 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition):
         if isinstance(partition, ChangesPartition):
             return self._read_changes(partition)
-        return read_splits(self.path, partition.splits, self.arrow_schema, [], self.fs_options)
+        return read_splits(self.path, partition.splits, self.arrow_schema, [], self.fs_options, branch=self.branch)
 
     def _read_changes(self, partition):
         import pyarrow as pa
@@ -194,7 +219,7 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from ..paimon.read import changes
 
         values = pa.schema(list(self.arrow_schema)[1:])
-        for batch in read_splits(self.path, partition.splits, values, [], self.fs_options):
+        for batch in read_splits(self.path, partition.splits, values, [], self.fs_options, branch=self.branch):
             yield changes.with_insert_kind(batch, self.arrow_schema)
         if partition.files:
             table = self._table()
@@ -220,4 +245,4 @@ class PaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 def _consumers(table):
     from pypaimon.consumer.consumer_manager import ConsumerManager
-    return ConsumerManager(table.file_io, table.table_path)
+    return ConsumerManager(table.file_io, table.table_path, table.current_branch())  # a branch's own consumers

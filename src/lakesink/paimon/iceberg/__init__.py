@@ -1,7 +1,8 @@
-"""Iceberg metadata of Paimon tables (`metadata.iceberg.storage=table-location`): the table's
-schema as Iceberg types (`schema`), a file's statistics as Iceberg metrics (`metrics`), Iceberg's
-Avro manifests (`avro_files`), the table metadata document (`metadata`), and `sync.refresh`, which
-makes `<table>/metadata/` describe the latest snapshot (docs/iceberg.md). Commits reach it through
+"""Iceberg metadata of Paimon tables (`metadata.iceberg.storage` `table-location` or `hadoop-catalog`):
+the table's schema as Iceberg types (`schema`), a file's statistics as Iceberg metrics (`metrics`),
+Iceberg's Avro manifests (`avro_files`), the table metadata document (`metadata`), and `sync.refresh`,
+which makes `<table>/metadata/` (or `<warehouse>/iceberg/<db>/<table>/metadata/`) describe the latest
+snapshot (docs/iceberg.md). Commits reach it through
 `commit.hooks.iceberg`, set by `lakesink.paimon`."""
 
 from __future__ import annotations

@@ -1,8 +1,12 @@
-"""Iceberg metadata kept in step with a Paimon table (`metadata.iceberg.storage=table-location`).
+"""Iceberg metadata kept in step with a Paimon table (`metadata.iceberg.storage`).
 
-`refresh` makes `<table>/metadata/` describe the table's latest snapshot: one manifest of its live
-data files, a manifest list, `v<N>.metadata.json` (N the Paimon snapshot id) and
-`version-hint.text`. It rebuilds from the snapshot alone, so it is idempotent: run again after a
+`refresh` makes the table's Iceberg metadata directory (`metadata_dir`) describe the table's latest
+snapshot: one manifest of its live data files, a manifest list, `v<N>.metadata.json` (N the Paimon
+snapshot id) and `version-hint.text`. Where that directory is follows Paimon
+(`IcebergCommitCallback.catalogTableMetadataPath`): `<table>/metadata` for `table-location`, and for
+`hadoop-catalog` the catalog storage of the table's warehouse, `<warehouse>/iceberg/<db>/<table>/metadata`
+of a table at `<warehouse>/<db>.db/<table>` (an Iceberg Hadoop catalog at `<warehouse>/iceberg` lists
+it as `<db>.<table>`); `metadata.iceberg.storage-location` chooses either explicitly. It rebuilds from the snapshot alone, so it is idempotent: run again after a
 crash between the Paimon snapshot and the Iceberg files (by the next commit, or by maintenance), it
 writes the same files under the same names and finishes what the crash left. Metadata of snapshots
 Paimon has expired goes with their manifests. Of a primary-key table only the files at the highest
@@ -28,6 +32,8 @@ from . import avro_files, metadata, metrics, schema as ice_schema
 log = logging.getLogger(__name__)
 
 OPTION = "metadata.iceberg.storage"
+LOCATION_OPTION = "metadata.iceberg.storage-location"
+KINDS = ("table-location", "hadoop-catalog")  # the storage kinds lakesink writes
 DIRECTORY = "metadata"
 HINT = "version-hint.text"
 _VERSION = re.compile(r"^v(\d+)\.metadata\.json$")
@@ -38,7 +44,47 @@ def storage_kind(options) -> str:
 
 
 def enabled(table) -> bool:
-    return storage_kind(table.table_schema.options) == "table-location"
+    return storage_kind(table.table_schema.options) in KINDS
+
+
+def storage_location(options) -> str:
+    """`table-location` or `catalog-location`: where the metadata goes, as Paimon decides it (the
+    option `metadata.iceberg.storage-location`, else inferred: `table-location` for that storage,
+    the catalog's storage for the others)."""
+    explicit = str((options or {}).get(LOCATION_OPTION, "")).strip().lower()
+    if explicit:
+        return explicit
+    return "table-location" if storage_kind(options) == "table-location" else "catalog-location"
+
+
+def catalog_table_dir(table_path) -> str | None:
+    """`<warehouse>/iceberg/<db>/<table>` of a table at `<warehouse>/<db>.db/<table>`; None for a table
+    not in that layout (its warehouse is unknown)."""
+    parent, _, name = str(table_path).rstrip("/").rpartition("/")
+    warehouse, _, database = parent.rpartition("/")
+    if not name or not warehouse.strip("/") or not database.endswith(".db") or database == ".db":
+        return None
+    return f"{warehouse}/iceberg/{database[:-len('.db')]}/{name}"
+
+
+def layout_problem(table_path, options) -> str | None:
+    """Why the Iceberg metadata of the table at `table_path` has nowhere to go, or None."""
+    if storage_kind(options) not in KINDS or storage_location(options) != "catalog-location":
+        return None
+    if catalog_table_dir(table_path) is None:
+        return (f"{OPTION}={storage_kind(options)} puts Iceberg metadata under the table's warehouse, at "
+                "<warehouse>/iceberg/<db>/<table>/metadata, and this table is not at <warehouse>/<db>.db/<table> "
+                "(a catalog's layout), so it has no warehouse. Keep such a table in a catalog's warehouse, or use "
+                f"{OPTION}=table-location (or {LOCATION_OPTION}=table-location) for metadata in the table's own "
+                "directory")
+    return None
+
+
+def _staged(table) -> bool:
+    """A CREATE / REPLACE TABLE AS table in its staging directory: its metadata is written once it is
+    renamed into place (a catalog-storage directory named after the staging one would be left behind)."""
+    from ..catalog.staged_table import STAGING_INFIX
+    return STAGING_INFIX in str(table.table_path).rstrip("/").rpartition("/")[2]
 
 
 def _location(table) -> str:
@@ -46,7 +92,14 @@ def _location(table) -> str:
 
 
 def metadata_dir(table) -> str:
-    return f"{str(table.table_path).rstrip('/')}/{DIRECTORY}"
+    options = table.table_schema.options
+    if storage_location(options) == "table-location":
+        return f"{str(table.table_path).rstrip('/')}/{DIRECTORY}"
+    found = catalog_table_dir(table.table_path)
+    if found is None:
+        raise UnsupportedTableError(f"{table.table_path}: {layout_problem(table.table_path, options)}.",
+                                    table=str(table.table_path))
+    return f"{found}/{DIRECTORY}"
 
 
 def version_path(table, version: int) -> str:
@@ -58,13 +111,14 @@ def check(table, history: bool = True) -> None:
     (`history`: nor the names its older schemas gave them)."""
     if not enabled(table):
         return
-    reason = (keyed_problem(table.primary_keys, table.partition_keys, table.table_schema.options)
+    reason = (layout_problem(table.table_path, table.table_schema.options)
+              or keyed_problem(table.primary_keys, table.partition_keys, table.table_schema.options)
               or ice_schema.problem(table.table_schema.fields, list(table.partition_keys or [])))
     if reason is None and history:
         reason = ice_schema.reused_name(_all_schemas(table, table.table_schema.id))
     if reason is not None:
-        raise UnsupportedTableError(f"{table.table_path} has {OPTION}=table-location, but {reason}. Nothing was "
-                                    "written.")
+        raise UnsupportedTableError(f"{table.table_path} has {OPTION}={storage_kind(table.table_schema.options)}, "
+                                    f"but {reason}. Nothing was written.", table=str(table.table_path))
 
 
 def _all_schemas(table, newest: int) -> list[list]:
@@ -91,15 +145,16 @@ def keyed_problem(primary_keys, partition_keys, table_options) -> str | None:
     return None
 
 
-def check_new(schema, partition_keys: list[str], table_options, primary_keys=()) -> None:
-    """`check` for a table a write will create: its Arrow schema, options and primary key."""
-    if storage_kind(table_options) != "table-location":
+def check_new(schema, partition_keys: list[str], table_options, primary_keys=(), path: str | None = None) -> None:
+    """`check` for a table a write will create at `path`: its Arrow schema, options and primary key."""
+    if storage_kind(table_options) not in KINDS:
         return
     from pypaimon import Schema
-    reason = (keyed_problem(primary_keys, partition_keys, table_options)
+    reason = ((layout_problem(path, table_options) if path is not None else None)
+              or keyed_problem(primary_keys, partition_keys, table_options)
               or ice_schema.problem(Schema.from_pyarrow_schema(schema).fields, list(partition_keys)))
     if reason is not None:
-        raise UnsupportedTableError(f"{OPTION}=table-location: {reason}. Nothing was written.")
+        raise UnsupportedTableError(f"{OPTION}={storage_kind(table_options)}: {reason}. Nothing was written.")
 
 
 def refresh(table) -> int | None:
@@ -108,10 +163,18 @@ def refresh(table) -> int | None:
     snapshot = table.snapshot_manager().get_latest_snapshot()
     if snapshot is None:
         return None
+    catalog_storage = storage_location(table.table_schema.options) == "catalog-location"
+    if catalog_storage and _staged(table):
+        return None
     file_io = table.file_io
     path = version_path(table, snapshot.id)
     current = _read_json(file_io, path)
     if not metadata.describes(current, snapshot, _location(table)):
+        if catalog_storage and snapshot.id == 1:
+            # As Paimon: catalog storage outlives a dropped table, so a table's first snapshot
+            # starts the directory afresh (versions of the table that was there before go).
+            if file_io.exists(metadata_dir(table)):
+                file_io.delete(metadata_dir(table), True)
         _write_version(table, snapshot, _table_uuid(table, file_io))
     _advance_hint(table, snapshot)
     _drop_expired(table, snapshot.id)

@@ -44,6 +44,7 @@ from pypaimon.table.file_store_table import FileStoreTable
 from ... import storage
 from ...filters import Filter
 from ...errors import ConfigurationError, SnapshotNotFoundError, TableNotFoundError, UnsupportedTableError
+from ..table.branches import branch_path
 from ..table.tables import open_table
 
 log = logging.getLogger(__name__)
@@ -347,8 +348,9 @@ def expired(table: FileStoreTable, snapshot_id: int) -> SnapshotNotFoundError:
 
 
 def consumer_file(table: FileStoreTable, consumer_id: str) -> str:
-    """Paimon's consumer file of `consumer_id` (main branch): `{"nextSnapshot": n}`."""
-    return f"{str(table.table_path).rstrip('/')}/consumer/consumer-{consumer_id}"
+    """Paimon's consumer file of `consumer_id` on the branch `table` is opened on: `{"nextSnapshot": n}`
+    in `<table>/consumer/` (main) or `<table>/branch/branch-<name>/consumer/`."""
+    return f"{branch_path(str(table.table_path), table.current_branch())}/consumer/consumer-{consumer_id}"
 
 
 def record_consumer(table: FileStoreTable, consumer_id: str, next_snapshot: int) -> None:

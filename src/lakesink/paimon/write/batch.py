@@ -258,7 +258,7 @@ def prepare_target(path: str, schema: pa.Schema, options: WriteOptions,
     if unknown:
         raise ConfigurationError(f"partition column(s) {unknown} are not among the data's columns {schema.names}.")
     check_types(schema)
-    iceberg.check_new(schema, options.partition_keys, options.table_options)
+    iceberg.check_new(schema, options.partition_keys, options.table_options, path=path)
     # Like Spark's own file tables, created columns are nullable: a later write of the
     # same query shape must not fail because one DataFrame happened to be non-null.
     table_schema = pa.schema([f.with_nullable(True) for f in schema])
@@ -295,7 +295,8 @@ check_types = evolution.check_types
 # table's value, set or not (never applied to one write).
 _LAYOUT_DEFAULTS = {"bucket": "-1", "merge-engine": "deduplicate", "changelog-producer": "none",
                     "file.format": "parquet", "sequence.field": None, "row-tracking.enabled": "false",
-                    "metadata.iceberg.storage": "disabled", "deletion-vectors.enabled": "false"}
+                    "metadata.iceberg.storage": "disabled", "metadata.iceberg.storage-location": None,
+                    "deletion-vectors.enabled": "false"}
 
 
 def check_overwritable(target: PaimonTarget, overwrite: Overwrite | None = None) -> None:

@@ -85,7 +85,7 @@ def prepare_keyed_target(path: str, schema: pa.Schema, options: WriteOptions, pl
         if unknown:
             raise ConfigurationError(f"partition column(s) {unknown} are not among the data's columns {schema.names}.")
         check_types(schema)
-        iceberg.check_new(schema, options.partition_keys, options.table_options, options.primary_keys)
+        iceberg.check_new(schema, options.partition_keys, options.table_options, options.primary_keys, path=path)
         spec = KeyedSpec.resolve(options.primary_keys, options.partition_keys, options.table_options, schema.names)
         # Like Spark's file tables, columns are nullable, except the primary key (Paimon: NOT NULL);
         # null keys are refused row by row while Spark writes.
