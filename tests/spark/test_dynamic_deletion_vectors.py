@@ -11,11 +11,10 @@ import os
 import pytest
 
 import lakesink
-from lakesink.errors import ConfigurationError, UnsupportedTableError
+from lakesink.errors import ConfigurationError
 from tests.helpers import leftover_files, read_table, write
 from tests.interop.test_dynamic_buckets import check_index, hash_index
-from tests.spark.test_bad_input import Unchanged
-from tests.spark.test_deletion_vectors import live_files
+from tests.spark.test_deletion_vectors import compacted_fully, live_files
 from tests.unpatched import read_unpatched
 
 pytestmark = pytest.mark.spark
@@ -82,12 +81,16 @@ def test_upserts_and_deletes_read_key_for_key_after_each_commit(spark, table_pat
     assert dv_seen, "no deletion vector was ever written: the test only saw full rewrites"
     check(table_path, expected, unpatched=True)
     assert not leftover_files(table_path)
-    # lakesink.compact cannot carry the deletion vectors yet: refused, the table (its vectors and
-    # hash index) unchanged.
-    before = Unchanged(table_path)
-    with pytest.raises(UnsupportedTableError, match="deletion-vectors.enabled"):
-        lakesink.compact(spark, table_path)
-    before.check()
+    # A small change marks rows of the merged runs; lakesink.compact applies the vectors, drops
+    # them, and leaves the hash index as it is (every key stays in its bucket).
+    last = [(10, "d10", "+I"), (13, None, "-D")]
+    write(spark.createDataFrame(_changes(last), SCHEMA).coalesce(1), table_path, path_kind)
+    _apply(expected, last)
+    index = hash_index(table_path)
+    compacted_fully(spark, table_path, lambda: check(table_path, expected, unpatched=True))
+    ours = _lakesink_rows(spark, table_path)
+    assert {(i, dt): v for i, dt, v in ours} == expected and len(ours) == len(expected)
+    assert hash_index(table_path) == index
 
 
 # Default: lakesink.stream (sync; pipelined is refused for dynamic buckets); ./dev full: its
@@ -204,3 +207,7 @@ def test_row_level_statements_on_a_dynamic_bucket_dv_table(spark, table_path):
     expected.pop((11, "d1"))
     check(table_path, expected, unpatched=True)
     check_index(table_path, {(i, _dt(i)) for i in range(50)} | {(100, "d0")})
+
+
+def _lakesink_rows(spark, path: str) -> list[tuple]:
+    return [(r["id"], r["dt"], r["v"]) for r in lakesink.read(spark, path).collect()]

@@ -99,8 +99,8 @@ def deletion_vector_problem(options, primary_keys, complete: bool = True) -> str
                 "Java writers.")
     if str(options.get("full-compaction.delta-commits", "")).strip():
         return (f"{merge_first}; full-compaction.delta-commits is not honoured with them: lakesink compacts "
-                "such a table only in each commit's merge, never in full rounds (nor with lakesink.compact). "
-                "Unset the option, or compact the table with Paimon's own compaction.")
+                "such a table in each commit's merge and with lakesink.compact, never in full rounds after "
+                "commits. Unset the option and run lakesink.compact (or Paimon's own compaction) instead.")
     engine = str(options.get("merge-engine", "deduplicate")).strip().lower()
     if engine not in _DV_ENGINES:
         return f"{merge_first}; merge-engine={engine} is not written with them."

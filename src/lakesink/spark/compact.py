@@ -50,7 +50,8 @@ def compact(spark, path: str, partitions: Sequence[Mapping[str, object]] | None 
 
     Primary-key tables: a full compaction of every bucket (of `partitions`) not yet fully
     compacted, each bucket merged into one sorted run at the highest level, deleted keys gone
-    (`paimon.compaction.lsm`); `full=False` compacts only the buckets whose sorted runs pass
+    (`paimon.compaction.lsm`); with deletion vectors, the rows they mark left out and the
+    rewritten files' vectors dropped in the same snapshot; `full=False` compacts only the buckets whose sorted runs pass
     `num-sorted-run.compaction-trigger`, as writers do after their commits.
 
     >>> report = lakesink.compact(spark, "/data/wh/db.db/orders",
@@ -161,11 +162,12 @@ def _compact_keyed(spark, target: PaimonTarget, partitions, size: int | None, fu
                 try:
                     report = compaction.commit_compaction(user, attempt, *_replaced_and_new(done),
                                                           {"lakesink.compaction-job": "true",
-                                                           "lakesink.full-compaction": str(full).lower()})
+                                                           "lakesink.full-compaction": str(full).lower()},
+                                                          applied=aggregator.applied)
                 except CommitConflictError as exc:
                     conflicts += 1
                     log.info("compaction of %s conflicts (attempt %d): %s; rebasing", target.path, attempt, exc)
-                    todo = _rebase(compaction, done)  # planned again on the new state
+                    todo = _rebase(compaction, done, aggregator.applied)  # planned again on the new state
                     continue
                 report.attempts = attempt
                 report.extra.update(buckets=len(done), conflicts=conflicts, skipped=sorted(skipped))
@@ -250,13 +252,14 @@ def _replaced_and_new(done: dict) -> tuple[list, list]:
             [o for _, outputs in done.values() for o in outputs])
 
 
-def _rebase(compaction: PaimonCompactionTarget, done: dict) -> set:
+def _rebase(compaction: PaimonCompactionTarget, done: dict, applied: dict | None = None) -> set:
     """After a conflict: drop from `done` the rewrites whose inputs are not all live any more
-    (their rows are already elsewhere), or had rows marked deleted since the rewrite read them,
-    deleting their outputs; return their keys."""
+    (their rows are already elsewhere), or had rows marked deleted since the rewrite read them
+    (`applied`: what the keyed rewrites' vectors marked then), deleting their outputs; return their keys."""
     live = {compaction.identity(f) for f in compaction.live(_replaced_and_new(done)[0])}
     dropped = {key for key, (files, outputs) in done.items()
-               if not all(compaction.identity(f) in live for f in files) or compaction.stale(files, outputs)}
+               if not all(compaction.identity(f) in live for f in files)
+               or compaction.stale(files, outputs, applied)}
     for key in dropped:
         compaction.discard(done.pop(key)[1])
     return dropped
