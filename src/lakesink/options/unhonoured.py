@@ -61,8 +61,8 @@ _DV_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
 def deletion_vector_problem(options, primary_keys, complete: bool = True) -> str | None:
     """Why lakesink cannot write a table with `deletion-vectors.enabled=true` and these options, or None."""
     merge_first = ("lakesink merges each commit into deletion vectors (Paimon's merge on write) for primary-key "
-                   "tables with fixed buckets (bucket >= 1) or dynamic buckets (bucket=-1, the key holding every "
-                   "partition column) and no changelog producer only")
+                   "tables with fixed buckets (bucket >= 1) or dynamic buckets (bucket=-1, cross-partition "
+                   "tables included) and no changelog producer only")
     bitmap64 = str(options.get("deletion-vectors.bitmap64", "false")).strip().lower() == "true"
     if not primary_keys:
         if not complete:
@@ -87,8 +87,7 @@ def deletion_vector_problem(options, primary_keys, complete: bool = True) -> str
             count = int(bucket)
         except ValueError:
             count = 0
-        if count < 1 and count != -1:  # dynamic buckets: merged per bucket as fixed ones (not
-            # cross-partition: paimon.keyed.layout refuses that pair, knowing the partition columns)
+        if count < 1 and count != -1:  # dynamic buckets (cross-partition too): merged per bucket as fixed ones
             mode = {"-2": "postpone buckets"}.get(bucket, "no fixed buckets")
             return (f"{merge_first}; bucket={bucket} ({mode}) is not written with them. Create the table with "
                     "bucket >= 1 or bucket=-1, or write it with Apache Paimon's Java writers.")
@@ -123,11 +122,11 @@ _unhonoured(
                "Readers of a deletion-vector table skip the rows its vectors mark, and those of a primary-key "
                "table skip level-0 files and merge no rows across files.",
                honoured_in=deletion_vector_problem,
-               honoured_doc="`true` in primary-key tables with `bucket` >= 1, or `bucket=-1` with a key holding "
-                            "every partition column, and no `changelog-producer` (each commit merged on write, "
+               honoured_doc="`true` in primary-key tables with `bucket` >= 1 or `bucket=-1` (cross-partition "
+                            "tables too) and no `changelog-producer` (each commit merged on write, "
                             "docs/keyed.md), and in append tables without `row-tracking.enabled` or Iceberg "
                             "metadata (row-level changes mark rows deleted, docs/row-level.md); refused in any "
-                            "other table (cross-partition, postpone-bucket)"),
+                            "other table (postpone-bucket)"),
     Unhonoured("row-tracking.enabled", ("false",), "Paimon tracks the rows of unaware-bucket append tables only "
                "(it refuses the option with a primary key or fixed buckets).",
                honoured_in=row_tracking_problem,
