@@ -121,7 +121,6 @@ def test_a_dv_file_rewritten_by_a_later_merge_loses_its_vector(spark, table_path
 
 @pytest.mark.parametrize("options, named", [
     ({"row-tracking.enabled": "true"}, "row-tracking.enabled=true"),
-    ({"primary-key": "id", "bucket": "-2"}, "bucket=-2"),
     ({"primary-key": "id", "bucket": "2", "changelog-producer": "lookup"}, "changelog-producer=lookup"),
     ({"primary-key": "id", "bucket": "2", "full-compaction.delta-commits": "5"}, "full-compaction.delta-commits"),
 ])

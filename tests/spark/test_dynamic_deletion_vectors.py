@@ -6,12 +6,9 @@ hash is in one bucket of its partition."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 import lakesink
-from lakesink.errors import ConfigurationError
 from tests.helpers import leftover_files, read_table, write
 from tests.interop.test_dynamic_buckets import check_index, hash_index
 from tests.spark.test_deletion_vectors import compacted_fully, live_files
@@ -176,17 +173,6 @@ def test_merge_engines_merge_a_key_with_its_row_in_older_files(spark, table_path
     assert got == {(i, dt): value for i, value in expected.items() for dt in ("p", "q")}
     assert live_files(table_path)[1], "the older version was rewritten, not marked deleted"
     check_index(table_path, {(r["id"], r["dt"]) for r in rows} | {(i, dt) for i in (1, 2, 3) for dt in "pq"})
-
-
-@pytest.mark.parametrize("options, named", [
-    ({"primary-key": "id", "partition": "dt"}, "cross-partition"),
-    ({"primary-key": "id,dt", "partition": "dt", "bucket": "-2"}, "bucket=-2"),
-])
-def test_cross_partition_and_postpone_tables_with_deletion_vectors_are_refused(spark, table_path, options, named):
-    df = spark.createDataFrame(_changes([(1, "a", "+I")]), SCHEMA)
-    with pytest.raises(ConfigurationError, match=named):
-        lakesink.write(df, table_path, options={**options, "deletion-vectors.enabled": "true"})
-    assert not os.path.exists(os.path.join(table_path, "schema"))
 
 
 @pytest.mark.full

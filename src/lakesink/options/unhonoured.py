@@ -61,8 +61,9 @@ _DV_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
 def deletion_vector_problem(options, primary_keys, complete: bool = True) -> str | None:
     """Why lakesink cannot write a table with `deletion-vectors.enabled=true` and these options, or None."""
     merge_first = ("lakesink merges each commit into deletion vectors (Paimon's merge on write) for primary-key "
-                   "tables with fixed buckets (bucket >= 1) or dynamic buckets (bucket=-1, cross-partition "
-                   "tables included) and no changelog producer only")
+                   "tables with fixed buckets (bucket >= 1), dynamic buckets (bucket=-1, cross-partition "
+                   "tables included) or postpone buckets (bucket=-2, merged by lakesink.compact) and no "
+                   "changelog producer only")
     bitmap64 = str(options.get("deletion-vectors.bitmap64", "false")).strip().lower() == "true"
     if not primary_keys:
         if not complete:
@@ -87,10 +88,11 @@ def deletion_vector_problem(options, primary_keys, complete: bool = True) -> str
             count = int(bucket)
         except ValueError:
             count = 0
-        if count < 1 and count != -1:  # dynamic buckets (cross-partition too): merged per bucket as fixed ones
-            mode = {"-2": "postpone buckets"}.get(bucket, "no fixed buckets")
-            return (f"{merge_first}; bucket={bucket} ({mode}) is not written with them. Create the table with "
-                    "bucket >= 1 or bucket=-1, or write it with Apache Paimon's Java writers.")
+        # dynamic buckets (cross-partition too): merged per bucket as fixed ones; postpone buckets:
+        # written plainly, merged by the compaction that assigns them
+        if count < 1 and count not in (-1, -2):
+            return (f"{merge_first}; bucket={bucket} (no fixed buckets) is not written with them. Create the "
+                    "table with bucket >= 1, bucket=-1 or bucket=-2, or write it with Apache Paimon's Java writers.")
     producer = str(options.get("changelog-producer", "none")).strip().lower()
     if producer != "none":
         return (f"{merge_first}; changelog-producer={producer} is not written with them (its changelog would "
@@ -124,9 +126,9 @@ _unhonoured(
                honoured_in=deletion_vector_problem,
                honoured_doc="`true` in primary-key tables with `bucket` >= 1 or `bucket=-1` (cross-partition "
                             "tables too) and no `changelog-producer` (each commit merged on write, "
-                            "docs/keyed.md), and in append tables without `row-tracking.enabled` or Iceberg "
-                            "metadata (row-level changes mark rows deleted, docs/row-level.md); refused in any "
-                            "other table (postpone-bucket)"),
+                            "docs/keyed.md), in postpone-bucket tables (`bucket=-2`: merged by the compaction "
+                            "assigning buckets), and in append tables without `row-tracking.enabled` or Iceberg "
+                            "metadata (row-level changes mark rows deleted, docs/row-level.md)"),
     Unhonoured("row-tracking.enabled", ("false",), "Paimon tracks the rows of unaware-bucket append tables only "
                "(it refuses the option with a primary key or fixed buckets).",
                honoured_in=row_tracking_problem,

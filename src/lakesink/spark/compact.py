@@ -191,6 +191,7 @@ def _compact_postpone(spark, target: PaimonTarget, partitions, size: int | None,
 
     from ..paimon.compaction import outputs as compact_outputs, postpone
     from ..paimon.compaction.outputs import InPlace
+    from ..paimon.files import deletion_vectors
     from ..paimon.files.datafiles import TableLayout, table_path_of
     from ..paimon.keyed.layout import KeyedSpec
     from ..paimon.keyed.lsm_policy import LsmOptions, check_compactable
@@ -210,18 +211,24 @@ def _compact_postpone(spark, target: PaimonTarget, partitions, size: int | None,
                 if size:
                     lsm = replace(lsm, target_size=int(size))
                 writes_in_place = compact_outputs.wanted(target.path, in_place)
+                deletions = (deletion_vectors.Vectors(table, table.snapshot_manager().get_latest_snapshot())
+                             .deletions() if deletion_vectors.enabled(table) else None)
                 planned = postpone.plan(table, live_files(table, partitions), staging, layout, spec, lsm,
                                         lambda f, t=table: table_path_of(t, f), target.fs_options,
-                                        InPlace.of(table, staging) if writes_in_place else None)
+                                        InPlace.of(table, staging) if writes_in_place else None, deletions)
                 if not planned:
                     return CommitReport(user, 0, extra={"partitions": 0, "conflicts": conflicts})
                 outputs = run_tasks([task for task, _ in planned], on_progress)
                 replaced = [f for _, files in planned for f in files]
                 new = [f for files in outputs for f in files]
+                # Deletion vectors: what each replaced file's vector marked when the tasks read it.
+                applied = {f.meta.file_name: int((deletions.get(f.meta.file_name) or (0, 0, 0, 0))[3] or 0)
+                           for f in replaced} if deletions is not None else None
                 try:
                     report = compaction.commit_compaction(user, attempt, replaced, new,
                                                           {"lakesink.compaction-job": "true",
-                                                           "lakesink.postpone-compaction": "true"})
+                                                           "lakesink.postpone-compaction": "true"},
+                                                          applied=applied)
                 except CommitConflictError as exc:
                     conflicts += 1
                     log.info("postpone compaction of %s conflicts (attempt %d): %s; planning again",
