@@ -51,8 +51,9 @@ def compact(spark, path: str, partitions: Sequence[Mapping[str, object]] | None 
     Primary-key tables: a full compaction of every bucket (of `partitions`) not yet fully
     compacted, each bucket merged into one sorted run at the highest level, deleted keys gone
     (`paimon.compaction.lsm`); with deletion vectors, the rows they mark left out and the
-    rewritten files' vectors dropped in the same snapshot; `full=False` compacts only the buckets whose sorted runs pass
-    `num-sorted-run.compaction-trigger`, as writers do after their commits.
+    rewritten files' vectors dropped in the same snapshot; `full=False` compacts only the
+    buckets whose sorted runs pass `num-sorted-run.compaction-trigger`, as writers do after
+    their commits.
 
     >>> report = lakesink.compact(spark, "/data/wh/db.db/orders",
     ...                           partitions=[{"dt": "2024-05-01"}], target_size="128 mb")  # doctest: +SKIP

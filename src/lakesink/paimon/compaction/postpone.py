@@ -203,10 +203,11 @@ def plan(table, files: Sequence[StagedFile], output_dir: str, layout: TableLayou
          lsm_options: LsmOptions, table_path_of, fs_options: dict | None = None,
          in_place: InPlace | None = None,
          deletions: dict | None = None) -> list[tuple[PostponeCompactTask, list[StagedFile]]]:
-    """`deletions`: a deletion-vector table's {file name: where its vector lies}. One task per partition holding postpone files, or real buckets not fully compacted (files
-    below the highest level: e.g. written straight into real buckets by Paimon's batch writers),
-    with the files its commit replaces (the partition's postpone files, and every file of its
-    real buckets: any of them may get rows, so the task rewrites them all)."""
+    """One task per partition holding postpone files, or real buckets not fully compacted (files
+    below the highest level: e.g. written straight into real buckets by Paimon's batch writers;
+    with `deletions`, a deletion-vector table's {file name: where its vector lies}, files with a
+    vector too), with the files its commit replaces (the partition's postpone files, and every
+    file of its real buckets: any of them may get rows, so the task rewrites them all)."""
     by_partition: dict[tuple, tuple[list, list]] = {}
     for f in files:
         postpone, real = by_partition.setdefault(tuple(f.partition), ([], []))
