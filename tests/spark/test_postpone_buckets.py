@@ -234,3 +234,40 @@ def test_a_dv_table_writes_plain_postpone_files_and_compaction_merges_them(spark
     assert files and {level for level, _ in files} == {5} and not vectors
     assert {(r["id"], r["dt"]): r["v"] for r in read_unpatched(path).to_pylist()} == want
     assert leftover_files(path) == set()
+
+
+@pytest.mark.full
+def test_postpone_compaction_applies_vectors_another_engine_left(spark, tmp_path):
+    """A row of a real bucket marked in a deletion vector by another engine (a snapshot changing
+    only the index, as a Java DELETE would leave it) stays deleted through the next compaction, and
+    its vector leaves the index with the file."""
+    from lakesink.paimon.commit.file_store import new_file_store_commit
+    from lakesink.paimon.files.deletion_vectors import Vectors
+    from tests.spark.test_deletion_vectors import live_files
+
+    path = str(tmp_path / "wh" / "db.db" / "marked")
+    schema = "id long, v string"
+    lakesink.write(spark.createDataFrame([(i, f"a{i}") for i in range(10)], schema), path, primary_key=["id"],
+                   options={"bucket": "-2", "postpone.default-bucket-num": "1", "deletion-vectors.enabled": "true"})
+    lakesink.compact(spark, path, progress=False)
+    (level, name), = live_files(path)[0]
+    assert level == 5
+    table = open_table(path)
+    change = Vectors(table, table.snapshot_manager().get_latest_snapshot()).change_bucket((), 0, marks={name: [3]})
+    commit = new_file_store_commit(table, "another-engine")
+    try:
+        commit._try_commit(commit_kind="OVERWRITE", commit_identifier=1, commit_entries_plan=lambda _s: [],
+                           detect_conflicts=True, allow_rollback=False, snapshot_properties={},
+                           changelog_entries=[], index_adds=change.adds, index_deletes=change.deletes)
+    finally:
+        commit.close()
+    want = {i: f"a{i}" for i in range(10) if i != 3}  # the file is sorted by key: position 3 is id 3
+    assert {r["id"]: r["v"] for r in read_table(path).to_pylist()} == want
+
+    lakesink.write(spark.createDataFrame([(11, "b11"), (4, "b4")], schema), path)
+    lakesink.compact(spark, path, progress=False)
+    want.update({11: "b11", 4: "b4"})
+    rows = lakesink.read(spark, path).collect()
+    assert {r["id"]: r["v"] for r in rows} == want and len(rows) == len(want)
+    files, vectors = live_files(path)
+    assert {level for level, _ in files} == {5} and not vectors
