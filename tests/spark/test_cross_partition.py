@@ -275,3 +275,10 @@ def test_a_dv_table_key_moving_twice_is_found_where_it_lives(spark, tmp_path, pa
         want[0] = ("eu", "u0", 200)
         assert _by_key(path) == want
         assert {r["user_id"] for r in read_unpatched(path).to_pylist()} == set(want)
+        lakesink.compact(spark, path, progress=False)  # the vectors applied and dropped
+        files, vectors = live_files(path)
+        assert {level for level, _ in files} == {5} and not vectors
+        assert _by_key(path) == want
+        lakesink.write(spark.createDataFrame([(0, "us", "e0", 400)], SCHEMA), path)  # moves once more
+        want[0] = ("us", "e0", 400)
+        assert _by_key(path) == want
