@@ -70,3 +70,20 @@ def test_java_and_lakesink_continue_each_others_cross_partition_table(spark, jav
                         "continue": True, "batches": [[["+I", list(r)] for r in again]]}, path, tmp_path / "replay2")
     want.update({i: (region, name) for i, region, name in again})
     assert _read_every_way(spark, java_paimon, path, tmp_path) == want
+
+
+@pytest.mark.full
+def test_java_reads_lakesinks_cross_partition_dv_table_key_for_key(spark, java_paimon, tmp_path):
+    """With deletion vectors a moved key's old row is only marked: Java's reader (no merge across
+    files, marked rows skipped) reads each key once, in the partition it moved to last."""
+    path = str(tmp_path / "shop.db" / "dv")
+    lakesink.write(spark.createDataFrame([(i, ("eu", "us")[i % 2], f"a{i}") for i in range(12)], SCHEMA), path,
+                   primary_key=["user_id"], partition_by=["region"],
+                   options={"dynamic-bucket.target-row-num": "4", "deletion-vectors.enabled": "true"})
+    want = {i: (("eu", "us")[i % 2], f"a{i}") for i in range(12)}
+    for moves in ([(0, "us", "b0"), (1, "eu", "b1"), (5, "ap", "b5")],
+                  [(0, "eu", "c0"), (1, "us", "c1"), (5, "us", "c5"), (20, "ap", "c20")]):
+        lakesink.write(spark.createDataFrame(moves, SCHEMA), path)
+        want.update({i: (region, name) for i, region, name in moves})
+    assert java_paimon.mode(path, tmp_path / "mode") == {"bucket": -1, "bucket_mode": "CROSS_PARTITION"}
+    assert _read_every_way(spark, java_paimon, path, tmp_path) == want

@@ -229,3 +229,31 @@ def test_java_reads_an_append_table_after_lakesink_marked_rows_deleted(spark, ja
     assert _dv_files(path), "no deletion vector was written"
     java = sorted((r["id"], r["v"], r["dt"]) for r in java_paimon.read(path, tmp_path / "java"))
     assert java == expected  # (pypaimon and lakesink.read: tests/spark/test_deletion_vectors_append.py)
+
+
+@pytest.mark.full
+def test_a_dv_table_java_wrote_compacted_by_lakesink_is_read_and_continued_by_java(spark, java_paimon, tmp_path):
+    """`lakesink.compact` of a table holding Java's deletion vectors: each bucket rewritten into one
+    run at the highest level, the vectors applied and dropped from the index; Java reads the same
+    rows, then writes on (its lookup over the compacted levels) and reads its own changes."""
+    path = str(tmp_path / "db.db" / "compacted")
+    java_first = [["+I", [i, f"j{i}"]] for i in range(80)]
+    java_second = [["+U", [1, "k1"]], ["-D", [2, None]], ["+I", [3, "k3"]], ["-D", [40, None]]]
+    java_paimon.replay({"columns": COLUMNS, "primary_key": ["id"], "partition": [],
+                        "options": {"bucket": "2", "deletion-vectors.enabled": "true"},
+                        "batches": [java_first, java_second]}, path, tmp_path / "replay")
+    expected = _apply({i: f"j{i}" for i in range(80)}, [(1, "k1", "+U"), (2, None, "-D"), (3, "k3", "+I"),
+                                                        (40, None, "-D")])
+    from tests.spark.test_deletion_vectors import live_files
+    assert live_files(path)[1], "Java wrote no deletion vector: nothing for the compaction to apply"
+    report = lakesink.compact(spark, path, progress=False)
+    assert report.commit_kind == "COMPACT" and report.files_removed
+    files, vectors = live_files(path)
+    assert not vectors and {level for level, _ in files} == {5}
+    assert _read_every_way(spark, java_paimon, path, tmp_path, False) == expected
+
+    again = [["+I", [i, f"x{i}"]] for i in range(0, 100, 11)] + [["-D", [5, None]]]
+    java_paimon.replay({"columns": COLUMNS, "primary_key": ["id"], "partition": [], "options": {},
+                        "continue": True, "batches": [again]}, path, tmp_path / "replay2")
+    _apply(expected, [(i, f"x{i}", "+I") for i in range(0, 100, 11)] + [(5, None, "-D")])
+    assert _read_every_way(spark, java_paimon, path, tmp_path, False) == expected

@@ -160,17 +160,15 @@ def test_a_stream_moves_keys_between_partitions(spark, tmp_path, shuffle):
                                                           (7, "us")]
 
 
-@pytest.mark.parametrize("case", ["sequence_field", "ignore_delete", "index_ttl", "deletion_vectors", "pipelined"])
+@pytest.mark.parametrize("case", ["sequence_field", "ignore_delete", "index_ttl", "pipelined"])
 def test_what_cross_partition_tables_refuse_before_anything_is_written(spark, tmp_path, case):
     path = str(tmp_path / "wh" / "shop.db" / "r")
     df = spark.createDataFrame(_first(3), SCHEMA)
     options = {"sequence_field": {"sequence.field": "score"}, "ignore_delete": {"ignore-delete": "true"},
-               "index_ttl": {"cross-partition-upsert.index-ttl": "1 d"},
-               "deletion_vectors": {"deletion-vectors.enabled": "true"}}.get(case)
+               "index_ttl": {"cross-partition-upsert.index-ttl": "1 d"}}.get(case)
     expected = {"sequence_field": (ConfigurationError, "where Paimon refuses a sequence.field"),
                 "ignore_delete": (ConfigurationError, "ignore-delete would drop"),
-                "index_ttl": (UnsupportedOptionError, "forget keys whose files are older than the TTL"),
-                "deletion_vectors": (ConfigurationError, "deletion-vectors.enabled=true: .* cross-partition mode")}.get(case)
+                "index_ttl": (UnsupportedOptionError, "forget keys whose files are older than the TTL")}.get(case)
     if case == "pipelined":
         from tests.spark.test_keyed_stream_write import _source, _stream
         _source(tmp_path / "src", [[(1, "eu", "+I")]])
@@ -222,3 +220,65 @@ def test_a_format_paimon_stream_and_a_key_holding_a_partition_column(spark, tmp_
         (1, "eu", "d2", "b"), (1, "us", "d1", "x"), (2, "us", "d1", "y")]
     from lakesink.paimon.table.tables import open_table
     assert open_table(path).snapshot_manager().get_latest_snapshot().changelog_record_count == 3  # x, y, -D
+
+
+# Default: lakesink.write; ./dev full: format("paimon") (each key's rows in one task).
+@pytest.mark.parametrize("path_kind", ["fast", pytest.param("native", marks=pytest.mark.full)])
+def test_a_dv_table_key_moving_twice_is_found_where_it_lives(spark, tmp_path, path_kind):
+    """deletion-vectors.enabled: a moved key's old row is marked deleted, not retracted by a -D
+    row, so the keys' index is read as Paimon's readers read the table (level >= 1, marked rows
+    left out). A key moving twice (eu -> us -> eu) and a deleted key coming back elsewhere are
+    found where they live; every reader reads each key once, in its partition."""
+    from tests.helpers import write
+    from tests.spark.test_deletion_vectors import live_files
+    from tests.unpatched import read_unpatched
+
+    schema = "user_id long, region string, name string, score long, op string"
+    path = str(tmp_path / "wh" / "shop.db" / "dv")
+    want = {i: (REGIONS[i % 2], f"a{i}", i) for i in range(12)}
+    lakesink.write(spark.createDataFrame([(i, *want[i]) for i in range(12)], SCHEMA), path,
+                   primary_key=["user_id"], partition_by=["region"],
+                   options={"deletion-vectors.enabled": "true", "dynamic-bucket.target-row-num": "3"})
+    rounds = [[(0, "us", "b0", 100, "+I"), (1, "eu", "b1", 101, "+I"), (4, "eu", None, None, "-D"),
+               (7, "ap", "b7", 107, "+I")],
+              [(0, "eu", "c0", 200, "+I"), (1, "us", "c1", 201, "+I"), (4, "us", "c4", 204, "+I"),
+               (6, "eu", None, None, "-D"), (7, "us", "c7", 207, "+I")],
+              [(1, "us", None, None, "-D"), (6, "ap", "d6", 306, "+I"), (7, "eu", "d7", 307, "+I")]]
+    dv_seen = False
+    for changes in rounds:
+        df = spark.createDataFrame(changes, schema)
+        # rowkind.field names the op column for each write, never stored (row-level changes below)
+        write(df.repartition(2, "user_id") if path_kind == "native" else df, path, path_kind,
+              **{"rowkind.field": "op"})
+        for key, region, name, score, op in changes:
+            if op == "-D":
+                want.pop(key, None)
+            else:
+                want[key] = (region, name, score)
+        assert _by_key(path) == want
+        files, vectors = live_files(path)
+        assert files and all(level > 0 for level, _ in files)
+        dv_seen = dv_seen or bool(vectors)
+    assert dv_seen, "no deletion vector was written: moved keys' old rows were all rewritten"
+    rows = read_unpatched(path).to_pylist()
+    assert sorted(r["user_id"] for r in rows) == sorted(want)
+    assert {r["user_id"]: (r["region"], r["name"], r["score"]) for r in rows} == want
+    ours = lakesink.read(spark, path).collect()
+    assert {r["user_id"]: (r["region"], r["name"], r["score"]) for r in ours} == want and len(ours) == len(want)
+    for region in ("eu", "us", "ap"):
+        assert _partition(path, region) == {k for k, v in want.items() if v[0] == region}
+    assert not leftover_files(path)
+    if path_kind == "native":  # ./dev full: row-level changes find a twice-moved key where it lives
+        lakesink.delete(spark, path, "user_id = 7")
+        lakesink.update(spark, path, {"name": "'u0'"}, "user_id = 0")
+        want.pop(7)
+        want[0] = ("eu", "u0", 200)
+        assert _by_key(path) == want
+        assert {r["user_id"] for r in read_unpatched(path).to_pylist()} == set(want)
+        lakesink.compact(spark, path, progress=False)  # the vectors applied and dropped
+        files, vectors = live_files(path)
+        assert {level for level, _ in files} == {5} and not vectors
+        assert _by_key(path) == want
+        lakesink.write(spark.createDataFrame([(0, "us", "e0", 400)], SCHEMA), path)  # moves once more
+        want[0] = ("us", "e0", 400)
+        assert _by_key(path) == want

@@ -23,10 +23,10 @@ def live_files(path: str):
     """(level, file name) of every data file of the latest snapshot, and its DV index entries."""
     from pypaimon.manifest.index_manifest_file import IndexManifestFile
     from pypaimon.manifest.schema.file_entry import FileEntry
-    from pypaimon.table.file_store_table import FileStoreTable
     from lakesink.paimon.commit.live_files import live_entries
+    from lakesink.paimon.table.tables import open_table
 
-    table = FileStoreTable.from_path(path)
+    table = open_table(path)  # lakesink's: it reads the manifests of Java's 1.0 writer too
     files = [(e.file.level, e.file.file_name) for e in FileEntry.merge_entries(live_entries(table)) if e.kind == 0]
     snapshot = table.snapshot_manager().get_latest_snapshot()
     index = [e for e in IndexManifestFile(table).read(snapshot.index_manifest)] if snapshot.index_manifest else []
@@ -69,6 +69,31 @@ def test_upserts_and_deletes_on_both_paths_stay_merged(spark, table_path):
         dv_seen = dv_seen or bool(live_files(table_path)[1])
     assert dv_seen, "no deletion vector was ever written: the test only saw full rewrites"
     assert not leftover_files(table_path)
+    # A small change marks rows of the big runs; then a full compaction applies the vectors.
+    write(spark.createDataFrame([(11, "f11", "+I"), (12, None, "-D")], "id long, v string, op string").coalesce(1),
+          table_path, "fast")
+    expected[11] = "f11"
+    expected.pop(12)
+    compacted_fully(spark, table_path, lambda: check(spark, table_path, expected))
+
+
+def compacted_fully(spark, path: str, check_rows) -> None:
+    """`lakesink.compact` of a deletion-vector table holding vectors: one COMPACT snapshot leaves
+    each bucket one run at the highest level and no deletion vector, and every reader
+    (`check_rows`: the caller's check of the expected rows) reads the same rows as before."""
+    from tests.helpers import snapshots
+    files, vectors = live_files(path)
+    assert vectors, "nothing for the compaction to apply"
+    report = lakesink.compact(spark, path, progress=False)
+    assert report.commit_kind == "COMPACT" and 0 < report.files_removed <= len(files)
+    assert snapshots(path)[-1].commit_kind == "COMPACT"
+    marked = {name for v in vectors for name in v.index_file.dv_ranges}
+    after, vectors = live_files(path)
+    assert not vectors and not marked & {name for _, name in after}  # the marked files rewritten
+    assert {level for level, _ in after} == {5}  # num-levels 5: the highest level
+    check_rows()
+    # A fully compacted table without vectors: nothing more to do.
+    assert lakesink.compact(spark, path, progress=False).snapshot_id is None
 
 
 def test_a_dv_file_rewritten_by_a_later_merge_loses_its_vector(spark, table_path):
@@ -96,7 +121,6 @@ def test_a_dv_file_rewritten_by_a_later_merge_loses_its_vector(spark, table_path
 
 @pytest.mark.parametrize("options, named", [
     ({"row-tracking.enabled": "true"}, "row-tracking.enabled=true"),
-    ({"primary-key": "id", "bucket": "-2"}, "bucket=-2"),
     ({"primary-key": "id", "bucket": "2", "changelog-producer": "lookup"}, "changelog-producer=lookup"),
     ({"primary-key": "id", "bucket": "2", "full-compaction.delta-commits": "5"}, "full-compaction.delta-commits"),
 ])
@@ -108,15 +132,13 @@ def test_deletion_vectors_lakesink_cannot_merge_are_refused_by_name(spark, table
 
 
 @pytest.mark.parametrize("path_kind", ["fast", pytest.param("native", marks=pytest.mark.full)])
-def test_overwrite_and_compact_of_a_dv_table_are_refused(spark, table_path, path_kind):
+def test_overwrite_of_a_dv_table_holding_rows_is_refused(spark, table_path, path_kind):
     """A new table may be created by an overwrite (nothing to replace); an overwrite of one holding
-    rows, and `lakesink.compact`, are refused before anything is written."""
+    rows is refused before anything is written."""
     df = spark.createDataFrame([(1, "a")], "id long, v string")
     write(df, table_path, path_kind, mode="overwrite", **{"primary-key": "id", "bucket": "1", **DV})
     check(spark, table_path, {1: "a"}, every_reader=False)
     before = Unchanged(table_path)
-    with pytest.raises(UnsupportedTableError, match="deletion-vectors.enabled"):
-        lakesink.compact(spark, table_path)
     with pytest.raises(Exception, match="does not overwrite such a table"):
         write(df, table_path, path_kind, mode="overwrite")
     before.check()
@@ -292,3 +314,44 @@ def test_deduplicate_orders_by_sequence_field_and_ignores_deletes_across_files(s
     rows = read_unpatched(table_path).to_pylist()
     assert {r["id"]: (r["v"], r["ts"]) for r in rows if r["id"] < 3} == expected
     assert len(rows) == len({r["id"] for r in rows}) == 59
+
+
+@pytest.mark.full
+def test_a_compaction_whose_input_gets_rows_marked_meanwhile_plans_that_bucket_again(spark, table_path,
+                                                                                      monkeypatch):
+    """A delete lands between the compaction's rewrite and its commit, marking a row of the file the
+    rewrite read (no file added or removed: only the vector grows). Committing the rewrite would bring
+    that row back: the commit is a conflict; with one attempt the table is unchanged, with more the
+    bucket is compacted again."""
+    import lakesink.spark.compact as job
+    from lakesink.errors import CommitConflictError
+
+    schema = "id long, v string, op string"
+    lakesink.write(spark.createDataFrame([(i, f"a{i}", "+I") for i in range(500)], schema), table_path,
+                   primary_key=["id"], options={"bucket": "1", "rowkind.field": "op", **DV})
+    lakesink.write(spark.createDataFrame([(1, None, "-D")], schema), table_path)
+    expected = {i: f"a{i}" for i in range(500) if i != 1}
+    files, vectors = live_files(table_path)
+    assert len(files) == 1 and vectors  # one run at the highest level, with a vector
+    run, deletes = job.rewrite_on_driver, []
+
+    def meanwhile_a_delete_lands(tasks):
+        outputs = run(tasks)
+        if deletes:
+            lakesink.write(spark.createDataFrame([(deletes.pop(), None, "-D")], schema), table_path)
+        return outputs
+
+    monkeypatch.setattr(job, "rewrite_on_driver", meanwhile_a_delete_lands)
+    deletes.append(3)
+    with pytest.raises(CommitConflictError, match="table is unchanged"):
+        lakesink.compact(None, table_path, progress=False, max_attempts=1)
+    expected.pop(3)
+    check(spark, table_path, expected, every_reader=False)
+    assert len(live_files(table_path)[0]) == 1 and not leftover_files(table_path)
+
+    deletes.append(5)
+    report = lakesink.compact(None, table_path, progress=False)
+    assert report.extra["conflicts"] == 1 and report.snapshot_id is not None
+    expected.pop(5)
+    check(spark, table_path, expected)
+    assert not live_files(table_path)[1] and not leftover_files(table_path)

@@ -6,16 +6,12 @@ hash is in one bucket of its partition."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 import lakesink
-from lakesink.errors import ConfigurationError, UnsupportedTableError
 from tests.helpers import leftover_files, read_table, write
 from tests.interop.test_dynamic_buckets import check_index, hash_index
-from tests.spark.test_bad_input import Unchanged
-from tests.spark.test_deletion_vectors import live_files
+from tests.spark.test_deletion_vectors import compacted_fully, live_files
 from tests.unpatched import read_unpatched
 
 pytestmark = pytest.mark.spark
@@ -82,12 +78,16 @@ def test_upserts_and_deletes_read_key_for_key_after_each_commit(spark, table_pat
     assert dv_seen, "no deletion vector was ever written: the test only saw full rewrites"
     check(table_path, expected, unpatched=True)
     assert not leftover_files(table_path)
-    # lakesink.compact cannot carry the deletion vectors yet: refused, the table (its vectors and
-    # hash index) unchanged.
-    before = Unchanged(table_path)
-    with pytest.raises(UnsupportedTableError, match="deletion-vectors.enabled"):
-        lakesink.compact(spark, table_path)
-    before.check()
+    # A small change marks rows of the merged runs; lakesink.compact applies the vectors, drops
+    # them, and leaves the hash index as it is (every key stays in its bucket).
+    last = [(10, "d10", "+I"), (13, None, "-D")]
+    write(spark.createDataFrame(_changes(last), SCHEMA).coalesce(1), table_path, path_kind)
+    _apply(expected, last)
+    index = hash_index(table_path)
+    compacted_fully(spark, table_path, lambda: check(table_path, expected, unpatched=True))
+    ours = _lakesink_rows(spark, table_path)
+    assert {(i, dt): v for i, dt, v in ours} == expected and len(ours) == len(expected)
+    assert hash_index(table_path) == index
 
 
 # Default: lakesink.stream (sync; pipelined is refused for dynamic buckets); ./dev full: its
@@ -175,17 +175,6 @@ def test_merge_engines_merge_a_key_with_its_row_in_older_files(spark, table_path
     check_index(table_path, {(r["id"], r["dt"]) for r in rows} | {(i, dt) for i in (1, 2, 3) for dt in "pq"})
 
 
-@pytest.mark.parametrize("options, named", [
-    ({"primary-key": "id", "partition": "dt"}, "cross-partition"),
-    ({"primary-key": "id,dt", "partition": "dt", "bucket": "-2"}, "bucket=-2"),
-])
-def test_cross_partition_and_postpone_tables_with_deletion_vectors_are_refused(spark, table_path, options, named):
-    df = spark.createDataFrame(_changes([(1, "a", "+I")]), SCHEMA)
-    with pytest.raises(ConfigurationError, match=named):
-        lakesink.write(df, table_path, options={**options, "deletion-vectors.enabled": "true"})
-    assert not os.path.exists(os.path.join(table_path, "schema"))
-
-
 @pytest.mark.full
 def test_row_level_statements_on_a_dynamic_bucket_dv_table(spark, table_path):
     """DELETE, UPDATE and MERGE read the table through pypaimon (deletion vectors honoured) and
@@ -204,3 +193,7 @@ def test_row_level_statements_on_a_dynamic_bucket_dv_table(spark, table_path):
     expected.pop((11, "d1"))
     check(table_path, expected, unpatched=True)
     check_index(table_path, {(i, _dt(i)) for i in range(50)} | {(100, "d0")})
+
+
+def _lakesink_rows(spark, path: str) -> list[tuple]:
+    return [(r["id"], r["dt"], r["v"]) for r in lakesink.read(spark, path).collect()]

@@ -178,6 +178,9 @@ def test_a_keyed_table_shows_iceberg_readers_its_highest_level_until_compacted(s
         # Merged on write: the first write went to the highest level as it was (an empty bucket);
         # the update stays below it, so Iceberg readers see the rows as first written.
         assert _sorted(second, KEYED_COLUMNS) == _sorted(first, KEYED_COLUMNS) != []
+        # lakesink.compact applies the deletion vectors: the same rows as Paimon's readers.
+        lakesink.compact(spark, table_path, progress=False)
+        assert _sorted(check(), KEYED_COLUMNS) == _sorted(read_table(table_path), KEYED_COLUMNS) != []
         # A merge that takes every run of each bucket (Paimon's size ratio: a run larger than the rest).
         step(changes(spark, [(i, f"c{i}", "+U") for i in range(1, 60)]))
     else:

@@ -196,3 +196,78 @@ def test_what_lakesink_cannot_honour_is_refused_before_anything_is_written(spark
         query.awaitTermination(60)
     query.stop()
     assert len(snapshots(path)) == before
+
+
+# Default: lakesink.write; ./dev full: format("paimon").
+@pytest.mark.parametrize("path_kind", ["fast", pytest.param("native", marks=pytest.mark.full)])
+def test_a_dv_table_writes_plain_postpone_files_and_compaction_merges_them(spark, tmp_path, path_kind):
+    """deletion-vectors.enabled: writes add plain postpone files (nothing merged at commit, readers
+    skip them); lakesink.compact assigns them to buckets, one run at the highest level each, no
+    retraction left: what such a table's readers need. Upserts and deletes after a compaction."""
+    from tests.helpers import write
+    from tests.spark.test_deletion_vectors import live_files
+    from tests.unpatched import read_unpatched
+
+    path = str(tmp_path / "wh" / "db.db" / "dv")
+    options = {"primary-key": "id,dt", "partition": "dt", "bucket": "-2", "postpone.default-bucket-num": "2",
+               "deletion-vectors.enabled": "true"}
+    write(spark.createDataFrame(_rows(range(30), "a"), SCHEMA), path, path_kind, **options)
+    assert all(e.bucket == -2 and e.file.level == 0 for e in _entries(path))  # as written: not merged
+    assert _by_key(spark, path) == {}
+    lakesink.compact(spark, path, progress=False)
+    want = _want((range(30), "a"))
+    assert _by_key(spark, path) == want
+    _check_buckets(path, 2)
+
+    changes = [(i, f"d{i % 2}", f"b{i}", "+I") for i in range(20, 40)] + [(i, f"d{i % 2}", None, "-D")
+                                                                          for i in (1, 2, 25)]
+    write(spark.createDataFrame(changes, SCHEMA + ", op string"), path, path_kind, **{"rowkind.field": "op"})
+    assert _by_key(spark, path) == want  # waiting in the postpone bucket
+    lakesink.compact(spark, path, progress=False)
+    for i, dt, v, op in changes:
+        if op == "-D":
+            want.pop((i, dt), None)
+        else:
+            want[(i, dt)] = v
+    assert _by_key(spark, path) == want
+    files, vectors = live_files(path)
+    assert files and {level for level, _ in files} == {5} and not vectors
+    assert {(r["id"], r["dt"]): r["v"] for r in read_unpatched(path).to_pylist()} == want
+    assert leftover_files(path) == set()
+
+
+@pytest.mark.full
+def test_postpone_compaction_applies_vectors_another_engine_left(spark, tmp_path):
+    """A row of a real bucket marked in a deletion vector by another engine (a snapshot changing
+    only the index, as a Java DELETE would leave it) stays deleted through the next compaction, and
+    its vector leaves the index with the file."""
+    from lakesink.paimon.commit.file_store import new_file_store_commit
+    from lakesink.paimon.files.deletion_vectors import Vectors
+    from tests.spark.test_deletion_vectors import live_files
+
+    path = str(tmp_path / "wh" / "db.db" / "marked")
+    schema = "id long, v string"
+    lakesink.write(spark.createDataFrame([(i, f"a{i}") for i in range(10)], schema), path, primary_key=["id"],
+                   options={"bucket": "-2", "postpone.default-bucket-num": "1", "deletion-vectors.enabled": "true"})
+    lakesink.compact(spark, path, progress=False)
+    (level, name), = live_files(path)[0]
+    assert level == 5
+    table = open_table(path)
+    change = Vectors(table, table.snapshot_manager().get_latest_snapshot()).change_bucket((), 0, marks={name: [3]})
+    commit = new_file_store_commit(table, "another-engine")
+    try:
+        commit._try_commit(commit_kind="OVERWRITE", commit_identifier=1, commit_entries_plan=lambda _s: [],
+                           detect_conflicts=True, allow_rollback=False, snapshot_properties={},
+                           changelog_entries=[], index_adds=change.adds, index_deletes=change.deletes)
+    finally:
+        commit.close()
+    want = {i: f"a{i}" for i in range(10) if i != 3}  # the file is sorted by key: position 3 is id 3
+    assert {r["id"]: r["v"] for r in read_table(path).to_pylist()} == want
+
+    lakesink.write(spark.createDataFrame([(11, "b11"), (4, "b4")], schema), path)
+    lakesink.compact(spark, path, progress=False)
+    want.update({11: "b11", 4: "b4"})
+    rows = lakesink.read(spark, path).collect()
+    assert {r["id"]: r["v"] for r in rows} == want and len(rows) == len(want)
+    files, vectors = live_files(path)
+    assert {level for level, _ in files} == {5} and not vectors

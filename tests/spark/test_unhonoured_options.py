@@ -41,18 +41,20 @@ def pypaimon_table(warehouse, name: str, options: dict, primary_keys=()) -> str:
     return str(warehouse / "db.db" / name)
 
 
-# Deletion vectors are written in fixed- and dynamic-bucket primary-key tables
-# (tests/spark/test_deletion_vectors.py, tests/spark/test_dynamic_deletion_vectors.py) and in append
-# tables without row tracking (tests/spark/test_deletion_vectors_append.py).
+# Deletion vectors are written in primary-key tables of every bucket mode (tests/spark/test_deletion_vectors.py,
+# tests/spark/test_dynamic_deletion_vectors.py, test_cross_partition.py, test_postpone_buckets.py) and in
+# append tables without row tracking (tests/spark/test_deletion_vectors_append.py).
 @pytest.mark.parametrize("path_kind", PATHS)
-@pytest.mark.parametrize("keyed", [True, False], ids=["postpone-bucket", "append-row-tracking"])
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed-lookup-changelog", "append-row-tracking"])
 def test_deletion_vectors_on_create_are_refused_and_no_table_is_created(spark, table_path, path_kind, keyed):
     options = {"deletion-vectors.enabled": "true",
-               **({"primary-key": "id", "bucket": "-2"} if keyed else {"row-tracking.enabled": "true"})}
+               **({"primary-key": "id", "bucket": "2", "changelog-producer": "lookup"} if keyed
+                  else {"row-tracking.enabled": "true"})}
     with pytest.raises(Exception) as info:
         write(rows(spark), table_path, path_kind, **options)
     assert "deletion-vectors.enabled=true" in str(info.value)
-    assert ("bucket=-2 (postpone buckets)" if keyed else "not together with row-tracking.enabled=true") in str(info.value)
+    assert ("changelog-producer=lookup is not written with them" if keyed
+            else "not together with row-tracking.enabled=true") in str(info.value)
     assert not os.path.exists(os.path.join(table_path, "schema"))
     assert not os.path.exists(os.path.join(table_path, "snapshot"))
 
@@ -60,7 +62,8 @@ def test_deletion_vectors_on_create_are_refused_and_no_table_is_created(spark, t
 def test_the_python_api_raises_the_typed_error_for_an_unhonoured_option(spark, table_path):
     with pytest.raises(UnsupportedOptionError) as info:
         lakesink.write(rows(spark), table_path, primary_key=["id"],
-                       options={"bucket": "-2", "deletion-vectors.enabled": "true"})
+                       options={"bucket": "2", "deletion-vectors.enabled": "true",
+                                "changelog-producer": "lookup"})
     assert info.value.option == "deletion-vectors.enabled"
 
 
@@ -74,7 +77,7 @@ def test_deletion_vectors_given_to_a_write_into_a_table_without_them_are_refused
 
 
 @pytest.mark.parametrize("option, value, options", [
-    ("deletion-vectors.enabled", "true", {"bucket": "-2"}),
+    ("deletion-vectors.enabled", "true", {"bucket": "2", "changelog-producer": "lookup"}),
     ("metadata.iceberg.format-version", "3", {"bucket": "2", "metadata.iceberg.storage": "table-location"}),
     ("compaction.optimization-interval", "1h", {"bucket": "2", "metadata.iceberg.storage": "table-location"})])
 def test_a_keyed_table_holding_an_unhonoured_option_is_not_written(spark, warehouse, option, value, options):

@@ -62,8 +62,9 @@ _DV_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
 def deletion_vector_problem(options, primary_keys, complete: bool = True) -> str | None:
     """Why lakesink cannot write a table with `deletion-vectors.enabled=true` and these options, or None."""
     merge_first = ("lakesink merges each commit into deletion vectors (Paimon's merge on write) for primary-key "
-                   "tables with fixed buckets (bucket >= 1) or dynamic buckets (bucket=-1, the key holding every "
-                   "partition column) and no changelog producer only")
+                   "tables with fixed buckets (bucket >= 1), dynamic buckets (bucket=-1, cross-partition "
+                   "tables included) or postpone buckets (bucket=-2, merged by lakesink.compact) and no "
+                   "changelog producer only")
     bitmap64 = str(options.get("deletion-vectors.bitmap64", "false")).strip().lower() == "true"
     if not primary_keys:
         if not complete:
@@ -88,11 +89,11 @@ def deletion_vector_problem(options, primary_keys, complete: bool = True) -> str
             count = int(bucket)
         except ValueError:
             count = 0
-        if count < 1 and count != -1:  # dynamic buckets: merged per bucket as fixed ones (not
-            # cross-partition: paimon.keyed.layout refuses that pair, knowing the partition columns)
-            mode = {"-2": "postpone buckets"}.get(bucket, "no fixed buckets")
-            return (f"{merge_first}; bucket={bucket} ({mode}) is not written with them. Create the table with "
-                    "bucket >= 1 or bucket=-1, or write it with Apache Paimon's Java writers.")
+        # dynamic buckets (cross-partition too): merged per bucket as fixed ones; postpone buckets:
+        # written plainly, merged by the compaction that assigns them
+        if count < 1 and count not in (-1, -2):
+            return (f"{merge_first}; bucket={bucket} (no fixed buckets) is not written with them. Create the "
+                    "table with bucket >= 1, bucket=-1 or bucket=-2, or write it with Apache Paimon's Java writers.")
     producer = str(options.get("changelog-producer", "none")).strip().lower()
     if producer != "none":
         return (f"{merge_first}; changelog-producer={producer} is not written with them (its changelog would "
@@ -100,8 +101,8 @@ def deletion_vector_problem(options, primary_keys, complete: bool = True) -> str
                 "Java writers.")
     if str(options.get("full-compaction.delta-commits", "")).strip():
         return (f"{merge_first}; full-compaction.delta-commits is not honoured with them: lakesink compacts "
-                "such a table only in each commit's merge, never in full rounds (nor with lakesink.compact). "
-                "Unset the option, or compact the table with Paimon's own compaction.")
+                "such a table in each commit's merge and with lakesink.compact, never in full rounds after "
+                "commits. Unset the option and run lakesink.compact (or Paimon's own compaction) instead.")
     engine = str(options.get("merge-engine", "deduplicate")).strip().lower()
     if engine not in _DV_ENGINES:
         return f"{merge_first}; merge-engine={engine} is not written with them."
@@ -124,11 +125,11 @@ _unhonoured(
                "Readers of a deletion-vector table skip the rows its vectors mark, and those of a primary-key "
                "table skip level-0 files and merge no rows across files.",
                honoured_in=deletion_vector_problem,
-               honoured_doc="`true` in primary-key tables with `bucket` >= 1, or `bucket=-1` with a key holding "
-                            "every partition column, and no `changelog-producer` (each commit merged on write, "
-                            "docs/keyed.md), and in append tables without `row-tracking.enabled` or Iceberg "
-                            "metadata (row-level changes mark rows deleted, docs/row-level.md); refused in any "
-                            "other table (cross-partition, postpone-bucket)"),
+               honoured_doc="`true` in primary-key tables with `bucket` >= 1 or `bucket=-1` (cross-partition "
+                            "tables too) and no `changelog-producer` (each commit merged on write, "
+                            "docs/keyed.md), in postpone-bucket tables (`bucket=-2`: merged by the compaction "
+                            "assigning buckets), and in append tables without `row-tracking.enabled` or Iceberg "
+                            "metadata (row-level changes mark rows deleted, docs/row-level.md)"),
     Unhonoured("row-tracking.enabled", ("false",), "Paimon tracks the rows of unaware-bucket append tables only "
                "(it refuses the option with a primary key or fixed buckets).",
                honoured_in=row_tracking_problem,

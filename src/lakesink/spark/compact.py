@@ -50,8 +50,10 @@ def compact(spark, path: str, partitions: Sequence[Mapping[str, object]] | None 
 
     Primary-key tables: a full compaction of every bucket (of `partitions`) not yet fully
     compacted, each bucket merged into one sorted run at the highest level, deleted keys gone
-    (`paimon.compaction.lsm`); `full=False` compacts only the buckets whose sorted runs pass
-    `num-sorted-run.compaction-trigger`, as writers do after their commits.
+    (`paimon.compaction.lsm`); with deletion vectors, the rows they mark left out and the
+    rewritten files' vectors dropped in the same snapshot; `full=False` compacts only the
+    buckets whose sorted runs pass `num-sorted-run.compaction-trigger`, as writers do after
+    their commits.
 
     >>> report = lakesink.compact(spark, "/data/wh/db.db/orders",
     ...                           partitions=[{"dt": "2024-05-01"}], target_size="128 mb")  # doctest: +SKIP
@@ -161,11 +163,12 @@ def _compact_keyed(spark, target: PaimonTarget, partitions, size: int | None, fu
                 try:
                     report = compaction.commit_compaction(user, attempt, *_replaced_and_new(done),
                                                           {"lakesink.compaction-job": "true",
-                                                           "lakesink.full-compaction": str(full).lower()})
+                                                           "lakesink.full-compaction": str(full).lower()},
+                                                          applied=aggregator.applied)
                 except CommitConflictError as exc:
                     conflicts += 1
                     log.info("compaction of %s conflicts (attempt %d): %s; rebasing", target.path, attempt, exc)
-                    todo = _rebase(compaction, done)  # planned again on the new state
+                    todo = _rebase(compaction, done, aggregator.applied)  # planned again on the new state
                     continue
                 report.attempts = attempt
                 report.extra.update(buckets=len(done), conflicts=conflicts, skipped=sorted(skipped))
@@ -189,6 +192,7 @@ def _compact_postpone(spark, target: PaimonTarget, partitions, size: int | None,
 
     from ..paimon.compaction import outputs as compact_outputs, postpone
     from ..paimon.compaction.outputs import InPlace
+    from ..paimon.files import deletion_vectors
     from ..paimon.files.datafiles import TableLayout, table_path_of
     from ..paimon.keyed.layout import KeyedSpec
     from ..paimon.keyed.lsm_policy import LsmOptions, check_compactable
@@ -208,18 +212,24 @@ def _compact_postpone(spark, target: PaimonTarget, partitions, size: int | None,
                 if size:
                     lsm = replace(lsm, target_size=int(size))
                 writes_in_place = compact_outputs.wanted(target.path, in_place)
+                deletions = (deletion_vectors.Vectors(table, table.snapshot_manager().get_latest_snapshot())
+                             .deletions() if deletion_vectors.enabled(table) else None)
                 planned = postpone.plan(table, live_files(table, partitions), staging, layout, spec, lsm,
                                         lambda f, t=table: table_path_of(t, f), target.fs_options,
-                                        InPlace.of(table, staging) if writes_in_place else None)
+                                        InPlace.of(table, staging) if writes_in_place else None, deletions)
                 if not planned:
                     return CommitReport(user, 0, extra={"partitions": 0, "conflicts": conflicts})
                 outputs = run_tasks([task for task, _ in planned], on_progress)
                 replaced = [f for _, files in planned for f in files]
                 new = [f for files in outputs for f in files]
+                # Deletion vectors: what each replaced file's vector marked when the tasks read it.
+                applied = {f.meta.file_name: int((deletions.get(f.meta.file_name) or (0, 0, 0, 0))[3] or 0)
+                           for f in replaced} if deletions is not None else None
                 try:
                     report = compaction.commit_compaction(user, attempt, replaced, new,
                                                           {"lakesink.compaction-job": "true",
-                                                           "lakesink.postpone-compaction": "true"})
+                                                           "lakesink.postpone-compaction": "true"},
+                                                          applied=applied)
                 except CommitConflictError as exc:
                     conflicts += 1
                     log.info("postpone compaction of %s conflicts (attempt %d): %s; planning again",
@@ -250,13 +260,14 @@ def _replaced_and_new(done: dict) -> tuple[list, list]:
             [o for _, outputs in done.values() for o in outputs])
 
 
-def _rebase(compaction: PaimonCompactionTarget, done: dict) -> set:
+def _rebase(compaction: PaimonCompactionTarget, done: dict, applied: dict | None = None) -> set:
     """After a conflict: drop from `done` the rewrites whose inputs are not all live any more
-    (their rows are already elsewhere), or had rows marked deleted since the rewrite read them,
-    deleting their outputs; return their keys."""
+    (their rows are already elsewhere), or had rows marked deleted since the rewrite read them
+    (`applied`: what the keyed rewrites' vectors marked then), deleting their outputs; return their keys."""
     live = {compaction.identity(f) for f in compaction.live(_replaced_and_new(done)[0])}
     dropped = {key for key, (files, outputs) in done.items()
-               if not all(compaction.identity(f) in live for f in files) or compaction.stale(files, outputs)}
+               if not all(compaction.identity(f) in live for f in files)
+               or compaction.stale(files, outputs, applied)}
     for key in dropped:
         compaction.discard(done.pop(key)[1])
     return dropped

@@ -55,7 +55,8 @@ def index_frame(spark, plan: DynamicPlan, spec: KeyedSpec, schema: pa.Schema, ke
     path, fs_options = plan.path, plan.fs_options
     files = pa.table({"group": pa.array(range(len(groups)), pa.int32()),
                       "bucket": pa.array([g.bucket for g in groups], pa.int32()),
-                      "paths": pa.array([json.dumps(list(g.paths)) for g in groups])})
+                      "paths": pa.array([json.dumps(list(g.paths)) for g in groups]),
+                      "deletions": pa.array([json.dumps(list(g.deletions)) for g in groups])})
     try:
         tasks = max(1, min(len(groups), spark.sparkContext.defaultParallelism))
     except Exception:  # noqa: BLE001 - Spark Connect: no SparkContext in this process
@@ -66,7 +67,7 @@ def index_frame(spark, plan: DynamicPlan, spec: KeyedSpec, schema: pa.Schema, ke
         file_io = storage.file_io(path, fs_options)
         for batch in batches:
             for row in batch.to_pylist():
-                keys = live_keys(file_io, json.loads(row["paths"]), spec, schema)
+                keys = live_keys(file_io, json.loads(row["paths"]), spec, schema, json.loads(row["deletions"]))
                 columns = [keys.column(k) for k in pk] + [keys.column(k) for k in partition_keys]
                 columns.append(pa.array([row["bucket"]] * keys.num_rows, pa.int32()))
                 if keys.num_rows:

@@ -18,6 +18,7 @@ from ...protocol.aggregator import Aggregator
 from . import outputs as compact_outputs, lsm
 from .outputs import InPlace
 from .target import live_files
+from ..files import deletion_vectors
 from ..files.datafiles import StagedFile, TableLayout, table_path_of
 from ..keyed.layout import KeyedSpec
 from ..keyed.lsm_policy import CompactUnit, LsmOptions, check_compactable
@@ -36,6 +37,11 @@ class KeyedCompactionAggregator(Aggregator[StagedFile]):
     amplification, size ratio, `num-sorted-run.compaction-trigger`); with `force` (as
     `lakesink.compact` does) every bucket not yet fully compacted is fully compacted. A
     bucket holding files of an older schema is left alone.
+
+    In a deletion-vector table the rows the vectors mark are not read, and a bucket already one
+    run at the highest level is rewritten when any of its files has a vector (as Paimon's full
+    compaction rewrites such files); `applied` keeps, per input file, how many rows its vector
+    marked when the rewrite read it, for the commit's check (`PaimonCompactionTarget`).
     """
 
     merges = True
@@ -52,6 +58,7 @@ class KeyedCompactionAggregator(Aggregator[StagedFile]):
         self.distributed = distributed
         self.skipped: list[tuple] = []  # buckets left alone in the last round (older schemas)
         self.full_round = False         # the round compacts every bucket fully (delta commits)
+        self.applied: dict[str, int] = {}  # deletion vectors: {input file name: rows marked when read}
         self.refresh()
 
     def refresh(self) -> None:
@@ -62,6 +69,10 @@ class KeyedCompactionAggregator(Aggregator[StagedFile]):
         self.lsm = LsmOptions.of_table(self.table)
         if self.target_size:
             self.lsm = replace(self.lsm, target_size=int(self.target_size))
+        self.deletions = None  # deletion-vector tables: {file name: where its vector lies}, as of now
+        if deletion_vectors.enabled(self.table):
+            self.deletions = deletion_vectors.Vectors(
+                self.table, self.table.snapshot_manager().get_latest_snapshot()).deletions()
 
     def pre_aggregate_key(self, f: StagedFile):
         return (tuple(f.partition), f.bucket)
@@ -111,13 +122,19 @@ class KeyedCompactionAggregator(Aggregator[StagedFile]):
     def unit(self, files: Sequence[StagedFile]) -> CompactUnit | None:
         """The runs to merge: everything when forced (`lakesink.compact`), else Paimon's pick."""
         if self.force or self.full_round:
-            return None if self.lsm.fully_compacted(files) else self.lsm.full(files)
+            marked = self.deletions is not None and any(f.meta.file_name in self.deletions for f in files)
+            return None if self.lsm.fully_compacted(files) and not marked else self.lsm.full(files)
         return self.lsm.pick(files)
 
     def task_for(self, files: Sequence[StagedFile], unit: CompactUnit | None = None) -> lsm.KeyedCompactTask:
+        if self.deletions is not None:
+            for f in (unit.files if unit is not None else files):
+                found = self.deletions.get(f.meta.file_name)
+                self.applied[f.meta.file_name] = int(found[3] or 0) if found is not None else 0
         return lsm.task_for(files, lambda f: table_path_of(self.table, f), self.staging_dir, self.layout,
                             self.spec, self.lsm, self.target.fs_options, unit,
-                            InPlace.of(self.table, self.staging_dir) if self.in_place else None)
+                            InPlace.of(self.table, self.staging_dir) if self.in_place else None,
+                            self.deletions)
 
     def rewrite(self, tasks: Sequence[lsm.KeyedCompactTask]) -> list[list[StagedFile]]:
         if not tasks:

@@ -32,6 +32,7 @@ from ... import storage
 from ...protocol import crashpoints
 from ..table import parquet_layout
 from .outputs import InPlace, placed
+from ..files import deletion_vectors
 from ..files.datafiles import StagedFile, TableLayout, describe_parquet, with_encoding
 from ..keyed.layout import KEY_PREFIX, RETRACT_KINDS, VALUE_KIND, KeyedSpec, kv_schema, with_key_value_meta
 from ..keyed.lsm_policy import CompactUnit, LsmOptions, age_order
@@ -62,6 +63,9 @@ class KeyedCompactTask:
     lookup: tuple = ()               # lookup: the bucket's files outside the compaction, oldest first
     lookup_levels: tuple = ()
     in_place: InPlace | None = None  # write the new files at their table paths, named in an intent first
+    # Tables with deletion vectors: per input, where its vector lies (`Vectors.deletions`), or None;
+    # the rows it marks are not read. Empty: no vectors.
+    deletions: tuple = ()
 
     @property
     def level(self) -> int:
@@ -74,19 +78,22 @@ class KeyedCompactTask:
 
 def read_bucket(task: KeyedCompactTask, schema: pa.Schema) -> pa.Table:
     """Every row of the bucket's files, cast to `schema`, with each file's age rank."""
-    return _read_files(task, task.inputs, schema)
+    return _read_files(task, task.inputs, schema, deletions=task.deletions)
 
 
 def _read_files(task: KeyedCompactTask, paths, schema: pa.Schema, first_rank: int = 0,
-                levels=None, keys: pa.Table | None = None) -> pa.Table:
+                levels=None, keys: pa.Table | None = None, deletions: tuple = ()) -> pa.Table:
     """The rows of `paths` as `schema` with each file's age rank (and level, given `levels`);
-    only rows whose key is among `keys`, given them."""
+    only rows whose key is among `keys`, given them; rows the deletion vector of a file marks
+    (`deletions`, per path) left out."""
     file_io = storage.file_io(task.output_dir, task.fs_options)
     extra = [pa.field(FILE_RANK, pa.int32())] + ([pa.field(_LEVEL, pa.int32())] if levels is not None else [])
     parts = []
     for i, path in enumerate(paths):
         with file_io.new_input_stream(path) as source:
             part = pq.ParquetFile(source).read(columns=schema.names)
+        if deletions and deletions[i] is not None:  # positions count the file's rows: before any filter
+            part = deletion_vectors.drop_marked(part, deletion_vectors.read_vector(file_io, deletions[i]))
         part = part.select(schema.names)
         if not part.schema.equals(schema, check_metadata=False):
             part = part.cast(schema)
@@ -247,9 +254,12 @@ def _describe(task: KeyedCompactTask, written: _Written, chunk: pa.Table, file_i
 
 def task_for(files: Sequence[StagedFile], table_path_of, output_dir: str, layout: TableLayout,
              spec: KeyedSpec, lsm: LsmOptions, fs_options: dict | None = None,
-             unit: CompactUnit | None = None, in_place: InPlace | None = None) -> KeyedCompactTask:
+             unit: CompactUnit | None = None, in_place: InPlace | None = None,
+             deletions: dict | None = None) -> KeyedCompactTask:
     """The task compacting `unit` (default: fully compacting `files`, every live file of one bucket);
-    its outputs written in place given `in_place`."""
+    its outputs written in place given `in_place`. `deletions` ({file name: where its deletion
+    vector lies}): a deletion-vector table's vectors, whose rows are not read; its outputs drop
+    retractions at every level, as Paimon's do there (no level-0 file is read)."""
     unit = unit or lsm.full(files)
     ordered = age_order(unit.files)
     first = ordered[0]
@@ -264,6 +274,7 @@ def task_for(files: Sequence[StagedFile], table_path_of, output_dir: str, layout
     return KeyedCompactTask(tuple(path_of(f) for f in ordered),
                             sum(f.file_size for f in ordered), sum(f.row_count for f in ordered),
                             tuple(first.partition), first.bucket, output_dir, layout, spec, lsm, fs_options,
-                            unit.output_level, unit.drop_deletes, tuple(f.meta.level for f in ordered),
+                            unit.output_level, unit.drop_deletes or deletions is not None,
+                            tuple(f.meta.level for f in ordered),
                             changelog, tuple(path_of(f) for f in lookup), tuple(f.meta.level for f in lookup),
-                            in_place)
+                            in_place, tuple(deletions.get(f.meta.file_name) for f in ordered) if deletions else ())

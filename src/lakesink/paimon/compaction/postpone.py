@@ -25,6 +25,12 @@ holds the partition's rows in memory while it merges them); the
 job commits every task's outputs and the files they replace — the postpone files and the
 buckets' old files — as one COMPACT snapshot (`target.PaimonCompactionTarget`). The new
 files' entries carry the partition's bucket count.
+
+With `deletion-vectors.enabled` this compaction is the table's merge on write: writers add plain
+postpone files (readers skip them), and the buckets it writes are one run at the highest level
+without retractions, as such a table's readers need. Rows the vectors of the buckets' old files
+mark (another engine's writers may have left some) are not read, and those vectors leave the
+index with their files in the same snapshot.
 """
 
 from __future__ import annotations
@@ -56,7 +62,9 @@ class PostponeCompactTask:
 
     partition: tuple
     postpone: tuple        # paths of the partition's postpone files, in version order
-    buckets: tuple         # ((bucket, paths of its live files oldest first, first free sequence number), ...)
+    # ((bucket, paths of its live files oldest first, first free sequence number, where each file's
+    # deletion vector lies or None / () without vectors), ...)
+    buckets: tuple
     total_buckets: int     # the partition's bucket count
     output_dir: str
     layout: TableLayout
@@ -75,12 +83,12 @@ def compact_partition(task: PostponeCompactTask) -> list[StagedFile]:
     schema = kv_schema(task.layout, task.spec)
     rows = _postpone_rows(task, schema)
     buckets = np.asarray(bucket_ids(rows, list(task.spec.bucket_keys), task.layout.fields, task.total_buckets))
-    existing = {bucket: (paths, base) for bucket, paths, base in task.buckets}
+    existing = {bucket: (paths, base, deletions) for bucket, paths, base, deletions in task.buckets}
     outputs: list[StagedFile] = []
     # Every real bucket of the partition is rewritten (the plan replaces all its files: which
     # buckets get rows is known only here), the ones without new rows too.
     for bucket in sorted(set(buckets.tolist()) | set(existing)):
-        paths, base = existing.get(bucket, ((), 0))
+        paths, base, deletions = existing.get(bucket, ((), 0, ()))
         new = rows.filter(pa.array(buckets == bucket))
         # Above everything the bucket holds, in version order; newer than any of its files.
         new = new.set_column(new.schema.get_field_index(SEQUENCE), schema.field(SEQUENCE),
@@ -88,7 +96,7 @@ def compact_partition(task: PostponeCompactTask) -> list[StagedFile]:
         new = new.append_column(FILE_RANK, pa.array(np.full(new.num_rows, len(paths), np.int32)))
         bucket_task = lsm.KeyedCompactTask(tuple(paths), task.input_bytes, task.input_rows, tuple(task.partition),
                                            bucket, task.output_dir, task.layout, task.spec, task.lsm,
-                                           task.fs_options, in_place=task.in_place)
+                                           task.fs_options, in_place=task.in_place, deletions=deletions)
         old = lsm.read_bucket(bucket_task, schema) if paths else None
         data = pa.concat_tables([old, new]) if old is not None else new
         merged = merge(data, task.spec, task.lsm, drop_deletes=True).combine_chunks()
@@ -193,11 +201,13 @@ def bucket_count(table, partition: tuple, real: Sequence[StagedFile], postpone: 
 
 def plan(table, files: Sequence[StagedFile], output_dir: str, layout: TableLayout, spec: KeyedSpec,
          lsm_options: LsmOptions, table_path_of, fs_options: dict | None = None,
-         in_place: InPlace | None = None) -> list[tuple[PostponeCompactTask, list[StagedFile]]]:
+         in_place: InPlace | None = None,
+         deletions: dict | None = None) -> list[tuple[PostponeCompactTask, list[StagedFile]]]:
     """One task per partition holding postpone files, or real buckets not fully compacted (files
-    below the highest level: e.g. written straight into real buckets by Paimon's batch writers),
-    with the files its commit replaces (the partition's postpone files, and every file of its
-    real buckets: any of them may get rows, so the task rewrites them all)."""
+    below the highest level: e.g. written straight into real buckets by Paimon's batch writers;
+    with `deletions`, a deletion-vector table's {file name: where its vector lies}, files with a
+    vector too), with the files its commit replaces (the partition's postpone files, and every
+    file of its real buckets: any of them may get rows, so the task rewrites them all)."""
     by_partition: dict[tuple, tuple[list, list]] = {}
     for f in files:
         postpone, real = by_partition.setdefault(tuple(f.partition), ([], []))
@@ -205,7 +215,8 @@ def plan(table, files: Sequence[StagedFile], output_dir: str, layout: TableLayou
     out = []
     added = added_in(table, [f for postpone, _ in by_partition.values() for f in postpone])
     for partition, (postpone, real) in by_partition.items():
-        if not postpone and lsm_options.fully_compacted(real):
+        if not postpone and lsm_options.fully_compacted(real) and not any(
+                f.meta.file_name in (deletions or {}) for f in real):
             continue
         if any(f.meta.schema_id != layout.schema_id for f in postpone + real):
             raise UnsupportedTableError(
@@ -217,7 +228,8 @@ def plan(table, files: Sequence[StagedFile], output_dir: str, layout: TableLayou
         for f in real:
             buckets.setdefault(f.bucket, []).append(f)
         entries = tuple((bucket, tuple(table_path_of(f) for f in age_order(group)),
-                         max(f.meta.max_sequence_number for f in group) + 1)
+                         max(f.meta.max_sequence_number for f in group) + 1,
+                         tuple((deletions or {}).get(f.meta.file_name) for f in age_order(group)) if deletions else ())
                         for bucket, group in sorted(buckets.items()))
         replaced = ordered + real
         task = PostponeCompactTask(partition, tuple(table_path_of(f) for f in ordered), entries, count, output_dir,

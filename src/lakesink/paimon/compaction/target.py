@@ -10,7 +10,10 @@ the snapshot also drops the removed files' vectors from their buckets' index, an
 conflict if rows of a removed file were marked after its rewrite read them (the count its
 vector marks now differs from the count the rewrite left out, `deletion_vectors.applied_conflict`)
 or another writer changed those buckets' vectors meanwhile. A rewrite left with no row adds no
-file.
+file. A primary-key table with deletion vectors is handled alike, except that its merge also
+drops rows: the rewrite reports how many rows each input's vector marked as it read them
+(`applied`), and the commit conflicts if a vector of a removed file marks more now (a writer's
+merge on write marked an older version of a key the rewrite kept).
 
 pypaimon refuses compaction increments in a normal commit; `commit_compaction`
 drives its commit loop (`_try_commit`, kind COMPACT, conflict detection on)
@@ -122,7 +125,10 @@ class PaimonCompactionTarget(CompactionTarget[StagedFile]):
         return f"{self.target.lakesink_dir()}/staging/{token}-compact"
 
     def commit_compaction(self, commit_user: str, identifier: int, replaced: Sequence[StagedFile],
-                          new: Sequence[StagedFile], properties: dict[str, str] | None = None) -> CommitReport:
+                          new: Sequence[StagedFile], properties: dict[str, str] | None = None,
+                          applied: dict[str, int] | None = None) -> CommitReport:
+        """`applied`: in a primary-key table with deletion vectors, {input file name: rows its
+        vector marked when the rewrite read it} (`KeyedCompactionAggregator.applied`)."""
         started = time.perf_counter()
         table = self.target.table(refresh=True)
         latest = table.snapshot_manager().get_latest_snapshot()
@@ -142,12 +148,12 @@ class PaimonCompactionTarget(CompactionTarget[StagedFile]):
         props.update(properties or {})
         commit = new_file_store_commit(table, commit_user)
         changes = []
-        if marks:
+        if deletion_vectors.enabled(table):
             changes = self._dropped_vectors(table, latest, replaced)
             rows_after = sum(f.row_count for f in new if not f.changelog)
 
             def guard(snapshot):
-                found = deletion_vectors.applied_conflict(table, snapshot, replaced, rows_after)
+                found = _vectors_conflict(table, snapshot, replaced, rows_after, applied)
                 return None if found is None else CommitConflictError(
                     f"Compaction of {table.table_path} conflicts with a concurrent change: {found}.",
                     table=str(table.table_path), commit_user=commit_user)
@@ -194,13 +200,14 @@ class PaimonCompactionTarget(CompactionTarget[StagedFile]):
                    for (partition, bucket), names in by_bucket.items()]
         return [c for c in changes if c is not None]
 
-    def stale(self, replaced: Sequence[StagedFile], new: Sequence[StagedFile]) -> bool:
+    def stale(self, replaced: Sequence[StagedFile], new: Sequence[StagedFile],
+              applied: dict[str, int] | None = None) -> bool:
         """Whether rows of `replaced` were marked deleted after their rewrite into `new` read them."""
         table = self.target.table(refresh=True)
-        if table is None or table.is_primary_key_table or not deletion_vectors.enabled(table):
+        if table is None or not deletion_vectors.enabled(table):
             return False
-        return deletion_vectors.applied_conflict(table, table.snapshot_manager().get_latest_snapshot(), replaced,
-                                                 sum(f.row_count for f in new)) is not None
+        return _vectors_conflict(table, table.snapshot_manager().get_latest_snapshot(), replaced,
+                                 sum(f.row_count for f in new if not f.changelog), applied) is not None
 
     def discard(self, committables: Sequence[StagedFile]) -> int:
         return self.target.discard(committables)
@@ -265,3 +272,11 @@ class PaimonCompactionTarget(CompactionTarget[StagedFile]):
                 file_io.delete_quietly(entry.path)
                 removed += 1
         return removed
+
+
+def _vectors_conflict(table, snapshot, replaced: Sequence[StagedFile], rows_after: int,
+                      applied: dict[str, int] | None) -> str | None:
+    """Rows of `replaced` marked deleted after the rewrite read them, described; or None."""
+    if not table.is_primary_key_table:
+        return deletion_vectors.applied_conflict(table, snapshot, replaced, rows_after)
+    return deletion_vectors.marked_since(table, snapshot, replaced, applied or {})

@@ -174,3 +174,15 @@ def applied_conflict(table, snapshot, replaced, rows_after: int) -> str | None:
         return None
     return (f"rows of the rewritten files were marked deleted after the rewrite read them (snapshot "
             f"{snapshot.id if snapshot else None} marks {now} rows of them, the rewrite left out {applied})")
+
+
+def marked_since(table, snapshot, replaced, applied: Mapping[str, int]) -> str | None:
+    """A rewrite read `replaced` when their vectors marked `applied` ({file name: rows}, absent: 0).
+    A description of the files whose vectors in `snapshot` mark more rows, or None."""
+    marked = Vectors(table, snapshot).cardinalities()
+    grown = [f.meta.file_name for f in replaced
+             if marked.get(f.meta.file_name, 0) != applied.get(f.meta.file_name, 0)]
+    if not grown:
+        return None
+    return (f"rows of {len(grown)} rewritten file(s) ({grown[0]}, ...) were marked deleted after the rewrite "
+            f"read them (snapshot {snapshot.id if snapshot else None})")

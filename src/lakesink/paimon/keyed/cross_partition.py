@@ -67,18 +67,27 @@ class BucketGroup:
     partition: tuple
     bucket: int
     paths: tuple
+    # Deletion-vector tables: per path, where its vector lies (`Vectors.deletions`), or None.
+    deletions: tuple = ()
 
 
 def bucket_groups(table, snapshot) -> list[BucketGroup]:
     """Every (partition, bucket) of `snapshot` with its live data files, oldest first (as
-    compaction orders them: higher levels first, level 0 by sequence range)."""
+    compaction orders them: higher levels first, level 0 by sequence range). In a table with
+    deletion vectors, the files its readers read (level >= 1) and their vectors: a key Paimon's
+    readers do not see (deleted, or moved away, its row marked) is not in the index either."""
     from ..commit.live_files import live_entries
+    from ..files import deletion_vectors
     from ..files.datafiles import canonical_data_file_path
 
     if snapshot is None:
         return []
+    vectors = (deletion_vectors.Vectors(table, snapshot).deletions()
+               if deletion_vectors.enabled(table) else None)
     grouped: dict[tuple, list] = {}
     for entry in live_entries(table, snapshot):
+        if vectors is not None and entry.file.level == 0:
+            continue  # unread in a deletion-vector table (lakesink's commits leave none)
         grouped.setdefault((tuple(entry.partition.values), entry.bucket), []).append(entry)
     out = []
     for (partition, bucket), entries in sorted(grouped.items(), key=lambda item: repr(item[0])):
@@ -86,7 +95,8 @@ def bucket_groups(table, snapshot) -> list[BucketGroup]:
                                     e.file.min_sequence_number, e.file.file_name))
         paths = tuple(e.file.external_path or canonical_data_file_path(table, partition, bucket, e.file.file_name)
                       for e in entries)
-        out.append(BucketGroup(partition, bucket, paths))
+        deletions = tuple(vectors.get(e.file.file_name) for e in entries) if vectors else ()
+        out.append(BucketGroup(partition, bucket, paths, deletions))
     return out
 
 
@@ -96,18 +106,23 @@ def key_columns(spec: KeyedSpec) -> list[str]:
     return [*spec.primary_keys, *[k for k in spec.partition_keys if k not in spec.primary_keys]]
 
 
-def live_keys(file_io, paths, spec: KeyedSpec, schema: pa.Schema) -> pa.Table:
+def live_keys(file_io, paths, spec: KeyedSpec, schema: pa.Schema, deletions=()) -> pa.Table:
     """The keys one bucket's files (`paths`, oldest first) hold at their snapshot, with their
     partition columns (`key_columns`, typed as `schema`): deduplicate keys whose last version is
     a retraction are gone; the other engines keep a key once written (lakesink refuses the options
-    that would remove one). The key and partition columns are read from the files' value columns,
-    where every row carries them."""
+    that would remove one); rows a file's deletion vector marks (`deletions`, per path) are not
+    read. The key and partition columns are read from the files' value columns, where every row
+    carries them."""
+    from ..files import deletion_vectors
+
     columns = key_columns(spec)
     target = pa.schema([schema.field(c) for c in columns])
     parts = []
     for rank, path in enumerate(paths):
         with file_io.new_input_stream(path) as source:
             part = pq.ParquetFile(source).read(columns=[*columns, SEQUENCE, VALUE_KIND])
+        if deletions and deletions[rank] is not None:  # positions in the file: before any filter
+            part = deletion_vectors.drop_marked(part, deletion_vectors.read_vector(file_io, deletions[rank]))
         part = part.select([*columns, SEQUENCE, VALUE_KIND])
         keys = part.select(columns)
         if not keys.schema.equals(target, check_metadata=False):
@@ -219,7 +234,7 @@ class TaskAssigner:
         file_io = table.file_io if table is not None else None
 
         def one(group):
-            keys = live_keys(file_io, group.paths, self.spec, self.schema)
+            keys = live_keys(file_io, group.paths, self.spec, self.schema, group.deletions)
             return keys.append_column("_bucket", pa.array(np.full(keys.num_rows, group.bucket, np.int32)))
 
         with ThreadPoolExecutor(max(1, min(8, len(groups)))) as pool:

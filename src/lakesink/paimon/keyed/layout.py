@@ -237,8 +237,7 @@ class KeyedSpec:
             )
         ignore_delete = any(str(options.get(k, "")).strip().lower() == "true" for k in _IGNORE_DELETE_KEYS)
         if cross and primary_keys:
-            _check_cross_partition(primary_keys, partition_keys, engine, sequence_fields, ignore_delete,
-                                   str(options.get("deletion-vectors.enabled", "")).strip().lower() == "true")
+            _check_cross_partition(primary_keys, partition_keys, engine, sequence_fields, ignore_delete)
         aggregates, delimiters = (), ()
         if primary_keys:
             _check_merge_options(engine, options, ignore_delete)
@@ -277,18 +276,11 @@ def _check_postpone(primary_keys, options: dict) -> None:
                                  "with Paimon's default bucket function only.", option="bucket-function.type")
 
 
-def _check_cross_partition(primary_keys, partition_keys, engine: str, sequence_fields, ignore_delete: bool,
-                           deletion_vectors: bool = False) -> None:
+def _check_cross_partition(primary_keys, partition_keys, engine: str, sequence_fields, ignore_delete: bool) -> None:
     """What lakesink cannot honour on a cross-partition table, refused by name."""
     outside = [k for k in partition_keys if k not in primary_keys]
     mode = (f"primary-key {list(primary_keys)} without the partition column(s) {outside} and bucket=-1 is "
             "Paimon's cross-partition mode (a key moves between partitions)")
-    if deletion_vectors:
-        raise ConfigurationError(
-            f"deletion-vectors.enabled=true: {mode}, whose commits lakesink does not merge on write yet (it "
-            "does for fixed buckets and dynamic buckets within a partition). Drop the option, add "
-            "the partition columns to the primary key, or write the table with Apache Paimon's Java writers.",
-            option="deletion-vectors.enabled")
     if sequence_fields:
         raise ConfigurationError(
             f"sequence.field: {mode}, where Paimon refuses a sequence.field (a key's versions in two "

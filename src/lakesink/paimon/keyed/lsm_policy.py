@@ -187,12 +187,7 @@ def _level(run: list[StagedFile]) -> int:
 def check_compactable(table) -> None:
     """Refuse primary-key tables lakesink cannot compact, naming the option."""
     from .layout import MERGE_ENGINES, check_keyed_table
-    check_keyed_table(table, None)  # Parquet only; no deletion vectors, no changelog producer
-    if table.options.deletion_vectors_enabled():
-        raise UnsupportedTableError(
-            f"{table.table_path} has deletion-vectors.enabled=true: each lakesink commit compacts what it "
-            "writes (merge on write), and lakesink does not compact such a table otherwise yet (a full "
-            "compaction would have to carry its deletion vectors); compact it with Paimon's own compaction.")
+    check_keyed_table(table, None)  # Parquet only; options lakesink honours (deletion vectors: where it merges them)
     engine = str(table.table_schema.options.get("merge-engine", "deduplicate")).strip().lower()
     if engine not in MERGE_ENGINES:
         raise UnsupportedTableError(
