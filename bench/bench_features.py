@@ -23,7 +23,8 @@ last quarter of the rounds: does the cost grow with the table's commits? append 
 and a snapshot per round); then, on the test S3
 server (moto behind the counting proxy of tests/s3proxy.py), the requests of one write by kind
 (mean per kind over rounds, compaction rounds of primary-key tables included; `commit`: the
-commit call alone) and the extra requests over the baseline. moto keeps objects in memory in one Python process: its times say little about a
+commit call alone) and the extra requests over the baseline. Full runs then follow one Iceberg table over `iceberg_commits` commits beside a plain
+one (`iceberg_growth`). moto keeps objects in memory in one Python process: its times say little about a
 real store, its request counts do.
 """
 
@@ -154,6 +155,47 @@ def run_local(rows: int, keys: int, rounds: int) -> dict[str, Timings]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def iceberg_growth(commits: int, rows: int, keys: int, window: int = 50) -> list[dict]:
+    """Iceberg metadata's commit as versions pile up: `commits` interleaved writes into a plain
+    append table and one with `metadata.iceberg.storage=table-location` (no expiry, as within
+    Paimon's default snapshot retention of an hour), median ms per window of `window` commits,
+    and the part spent listing the metadata directory (where the versions are)."""
+    from lakesink.paimon.iceberg import sync
+
+    root = tempfile.mkdtemp(prefix="lakesink-bench-features-")
+    listed = sync._versions
+    spent = [0.0]
+
+    def timed_versions(table):
+        start = time.perf_counter()
+        try:
+            return listed(table)
+        finally:
+            spent[0] += time.perf_counter() - start
+
+    sync._versions = timed_versions
+    try:
+        base, ice = _variant(BASELINE), _variant("iceberg table-location")
+        plain, iceberg = create(root, base, rows, keys, {}), create(root, ice, rows, keys, {})
+        samples = []
+        for r in range(commits):
+            plain_ms, *_ = write(*plain, rows_for(base, r, rows, keys))
+            spent[0] = 0.0
+            iceberg_ms, *_ = write(*iceberg, rows_for(ice, r, rows, keys))
+            samples.append((plain_ms, iceberg_ms, spent[0] * 1000))
+        out = []
+        for start in range(0, commits, window):
+            part = samples[start:start + window]
+            out.append({"commits": [start + 1, start + len(part)],
+                        "append_ms": statistics.median(p[0] for p in part),
+                        "iceberg_ms": statistics.median(p[1] for p in part),
+                        "listing_ms": statistics.median(p[2] for p in part)})
+        return out
+    finally:
+        sync._versions = listed
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def per_kind(samples: list[Counter], statistic=statistics.fmean) -> dict[str, float]:
     """Per request kind, `statistic` (the mean, or `statistics.median`) of its counts over `samples`;
     a kind missing from a sample counts 0 there."""
@@ -196,7 +238,8 @@ def run_s3(rows: int, keys: int, rounds: int) -> dict[str, dict]:
                    "commit_ms": statistics.median(commit_ms[name])} for name in whole}
 
 
-def run(rows: int = 1_000, keys: int = 10_000, rounds: int = 60, s3_rounds: int = 15) -> dict:
+def run(rows: int = 1_000, keys: int = 10_000, rounds: int = 60, s3_rounds: int = 15,
+        iceberg_commits: int = 0) -> dict:
     load = os.getloadavg()
     print(f"\n[features] {rows:,}-row writes, {rounds} interleaved rounds on the local disk, {s3_rounds} on the "
           f"test S3 server; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
@@ -242,8 +285,15 @@ def run(rows: int = 1_000, keys: int = 10_000, rounds: int = 60, s3_rounds: int 
                      for k in kinds]
             print(f"  {name:<32} " + " ".join(f"{c:>11}" for c in cells)
                   + (f"   {r['commit_ms']:.0f}" if part == "commit" else ""))
+    growth = iceberg_growth(iceberg_commits, rows, keys) if iceberg_commits else []
+    if growth:
+        print(f"  Iceberg metadata as versions pile up (no expiry), local disk, medians per window:")
+        for g in growth:
+            print(f"  commits {g['commits'][0]:>4}-{g['commits'][1]:<4} append {g['append_ms']:6.1f} ms  iceberg "
+                  f"{g['iceberg_ms']:6.1f} ms ({g['iceberg_ms'] / g['append_ms']:.2f}x), of which listing its "
+                  f"metadata directory {g['listing_ms']:5.1f} ms")
     return {"rows": rows, "keys": keys, "rounds": rounds, "s3_rounds": s3_rounds, "load": load,
-            "local": local, "s3": requests}
+            "local": local, "s3": requests, "iceberg_growth": growth}
 
 
 def _variant(name: str) -> Variant:
