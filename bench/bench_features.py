@@ -1,10 +1,9 @@
 """What each table feature costs per commit: a small write into tables that differ by one feature.
 
-Side by side in one run, interleaved (the order rotates every round; a first round warms up
-and is not counted), medians: a write of
-`rows` rows through `format("paimon")`'s own driver and task code with a loop in place of
-Spark (the data source's writer planned, one task writing the rows, the driver's commit),
-into
+Side by side in one run, interleaved (the order rotates every round; a first round warms up and
+is not counted), medians: a write of `rows` rows through `format("paimon")`'s own driver and task
+code with a loop in place of Spark (the data source's writer planned, one task writing the rows,
+the driver's commit), into
 
 * a plain append table (the baseline),
 * `row-tracking.enabled=true`,
@@ -18,14 +17,14 @@ the figures hold the feature alone; primary-key tables compact after their commi
 by default (a round every few commits, inside the commit call).
 
 Figures: median milliseconds of the driver's commit call and of the whole write (planning, the
-task, the commit) on the local disk, and their ratio to the baseline (also in the first and in the
-last quarter of the rounds: does the cost grow with the table's commits? append tables gain a file
-and a snapshot per round); then, on the test S3
-server (moto behind the counting proxy of tests/s3proxy.py), the requests of one write by kind
-(mean per kind over rounds, compaction rounds of primary-key tables included; `commit`: the
-commit call alone) and the extra requests over the baseline. Full runs then follow one Iceberg table over `iceberg_commits` commits beside a plain
-one (`iceberg_growth`). moto keeps objects in memory in one Python process: its times say little about a
-real store, its request counts do.
+task, the commit) on the local disk, and their ratio to the baseline, also in the first and in
+the last quarter of the rounds (does the cost grow with the table's commits? append tables gain
+a file and a snapshot per round). Then, on the test S3 server (moto behind the counting proxy of
+tests/s3proxy.py), the requests of one write by kind (mean per kind over rounds, compaction
+rounds of primary-key tables included; `commit`: the commit call alone) and the extra requests
+over the baseline. Full runs then follow one Iceberg table over `iceberg_commits` commits beside
+a plain one (`iceberg_growth`). moto keeps objects in memory in one Python process: its times
+say little about a real store, its request counts do.
 """
 
 from __future__ import annotations
@@ -118,7 +117,7 @@ def write(path: str, options: dict, data: pa.Table, proxy=None) -> tuple[float, 
     return (end - committed) * 1000, (end - start) * 1000, whole, whole - before
 
 
-def create(root: str, variant: Variant, rows: int, keys: int, fs_options: dict) -> tuple[str, dict]:
+def create(root: str, variant: Variant, keys: int, fs_options: dict) -> tuple[str, dict]:
     """The variant's table under `<root>/wh/db.db/`, with its first write (`keys` rows);
     returns (path, options of each later write)."""
     import lakesink
@@ -140,7 +139,7 @@ def _order(round_no: int) -> list[Variant]:
 def run_local(rows: int, keys: int, rounds: int) -> dict[str, Timings]:
     root = tempfile.mkdtemp(prefix="lakesink-bench-features-")
     try:
-        tables = {v.name: create(root, v, rows, keys, {}) for v in VARIANTS}
+        tables = {v.name: create(root, v, keys, {}) for v in VARIANTS}
         times = {v.name: Timings() for v in VARIANTS}
         for r in range(rounds + 1):  # round 0 warms up (caches, imports of the commit hooks)
             for variant in _order(r):
@@ -176,7 +175,7 @@ def iceberg_growth(commits: int, rows: int, keys: int, window: int = 50) -> list
     sync._versions = timed_versions
     try:
         base, ice = _variant(BASELINE), _variant("iceberg table-location")
-        plain, iceberg = create(root, base, rows, keys, {}), create(root, ice, rows, keys, {})
+        plain, iceberg = create(root, base, keys, {}), create(root, ice, keys, {})
         samples = []
         for r in range(commits):
             plain_ms, *_ = write(*plain, rows_for(base, r, rows, keys))
@@ -217,7 +216,7 @@ def run_s3(rows: int, keys: int, rounds: int) -> dict[str, dict]:
     with proxied_s3(bucket) as (server, proxy):
         fs_options = proxy.fs_options(server)
         root = f"s3://{bucket}"
-        tables = {v.name: create(root, v, rows, keys, fs_options) for v in VARIANTS}
+        tables = {v.name: create(root, v, keys, fs_options) for v in VARIANTS}
         whole = {v.name: [] for v in VARIANTS}
         commit = {v.name: [] for v in VARIANTS}
         commit_ms = {v.name: [] for v in VARIANTS}
@@ -266,7 +265,8 @@ def run(rows: int = 1_000, keys: int = 10_000, rounds: int = 60, s3_rounds: int 
           f"{'write ms':>8} {'x':>6}")
     for name, f in local.items():
         print(f"  {name:<32} {f['commit_ms']:9.1f} {f['commit_ratio']:6.2f} {f['commit_extra_ms']:+7.1f} "
-              f"{f['commit_mean_ms']:7.1f} {f['first_quarter_ratio']:8.2f} -> {f['last_quarter_ratio']:5.2f}  {f['write_ms']:8.1f} {f['write_ratio']:6.2f}")
+              f"{f['commit_mean_ms']:7.1f} {f['first_quarter_ratio']:8.2f} -> {f['last_quarter_ratio']:5.2f}  "
+              f"{f['write_ms']:8.1f} {f['write_ratio']:6.2f}")
     requests = run_s3(rows, keys, s3_rounds) if s3_rounds else {}
     for name, r in requests.items():
         base = requests[KEYED_BASELINE if name != KEYED_BASELINE and _variant(name).keyed else BASELINE]
