@@ -1,4 +1,4 @@
-"""Run lakesink's benchmarks: `./dev bench [write|stream|read|commit|aggregate|keyed|keyed-modes|keyed-stream|lsm|s3|scale|jdbc|merge|all] [--quick]`.
+"""Run lakesink's benchmarks: `./dev bench [write|stream|read|commit|aggregate|keyed|keyed-modes|keyed-stream|lsm|s3|scale|jdbc|merge|features|all] [--quick]`.
 
 Every figure is a ratio measured side by side in the same run (medians of
 interleaved repeats), because these machines are noisy.
@@ -31,6 +31,9 @@ SUITES = {
     "scale": ("bench.bench_scale", {}, {"task_counts": (1, 4), "files_per_task": 100, "partitions": (10, 1_000)}),
     "merge": ("bench.bench_merge", {"rows": 10_000_000, "changes": 1_000_000, "repeats": 3},
               {"rows": 200_000, "changes": 20_000, "repeats": 1}),
+    "features": ("bench.bench_features", {"rows": 1_000, "keys": 10_000, "rounds": 60, "s3_rounds": 10,
+                                          "iceberg_commits": 200},
+                 {"rows": 1_000, "keys": 10_000, "rounds": 15, "s3_rounds": 3}),
     "jdbc": ("bench.bench_jdbc", {"rows": 1_000_000, "repeats": 3, "batches": 40},
              {"rows": 100_000, "repeats": 1, "batches": 6}),
 }
