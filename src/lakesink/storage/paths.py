@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import os
 
+# In the name of a CREATE / REPLACE TABLE AS table's staging directory (`.<name><infix><token>`,
+# beside the final one): what cleanup and derived metadata recognise such a directory by.
+STAGING_INFIX = ".lakesink-staging-"
+
 # Spark hands a Python data source its options with lower-cased keys; pypaimon
 # looks these up by their exact (camel-case) spelling.
 _CAMEL_CASE_KEYS = {k.lower(): k for k in (

@@ -35,7 +35,7 @@ from ..table import tables
 MARKER = "STAGED.json"
 STAGED = storage.DocumentKind("lakesink.staged-table", 1, "lakesink staged-table marker",
                               "A lakesink that reads it decides whether its job is over.")
-STAGING_INFIX = ".lakesink-staging-"
+STAGING_INFIX = storage.paths.STAGING_INFIX
 
 
 def _local(path: str) -> str:

@@ -83,7 +83,7 @@ def layout_problem(table_path, options) -> str | None:
 def _staged(table) -> bool:
     """A CREATE / REPLACE TABLE AS table in its staging directory: its metadata is written once it is
     renamed into place (a catalog-storage directory named after the staging one would be left behind)."""
-    from ..catalog.staged_table import STAGING_INFIX
+    from ...storage.paths import STAGING_INFIX
     return STAGING_INFIX in str(table.table_path).rstrip("/").rpartition("/")[2]
 
 
