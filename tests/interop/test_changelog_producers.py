@@ -91,6 +91,8 @@ def test_a_produced_changelog_streams_as_paimons_own(spark, java_paimon, tmp_pat
         assert 0 not in levels and levels - {LsmOptions.of_table(table).max_level}, levels  # lookups happened
 
 
+# ./dev full: a stream starting on the full state (the default run streams the lookup changelog against Paimon's own)
+@pytest.mark.full
 @pytest.mark.parametrize("producer", ["lookup", pytest.param("full-compaction", marks=pytest.mark.soak)])
 def test_a_stream_starting_on_the_full_state_skips_what_the_changelog_will_bring(spark, tmp_path, producer):
     """Files not compacted yet (write-only; or a driver killed between the append and the

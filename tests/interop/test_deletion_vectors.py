@@ -73,6 +73,8 @@ def test_java_reads_a_dv_table_lakesink_wrote_on_both_paths(spark, java_paimon, 
     assert _dv_files(path), "no deletion vector was written: Java read full rewrites only"
 
 
+# ./dev full: a Java-written DV table continued (the default run has Java read lakesink's on both paths)
+@pytest.mark.full
 def test_a_dv_table_java_wrote_is_continued_by_lakesink_and_again_by_java(spark, java_paimon, tmp_path):
     path = str(tmp_path / "db.db" / "from_java")
     java_first = [["+I", [i, f"j{i}"]] for i in range(80)]
@@ -161,6 +163,8 @@ def _dv_index(path) -> list:
     return IndexFileHandler(open_table(path)).scan(None, lambda e: e.index_file.index_type == "DELETION_VECTORS")
 
 
+# ./dev full: dynamic buckets (the default run: fixed buckets, tests/spark/test_dynamic_deletion_vectors.py)
+@pytest.mark.full
 def test_java_reads_a_dynamic_bucket_dv_table_lakesink_wrote(spark, java_paimon, tmp_path):
     from tests.interop.test_dynamic_buckets import check_index
 

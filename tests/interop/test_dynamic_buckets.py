@@ -107,6 +107,8 @@ def test_a_keyed_table_created_without_bucket_is_dynamic_and_java_continues_it(s
     check_index(path, want)
 
 
+# ./dev full: a Java-written table continued (the default run has Java continue lakesink's table)
+@pytest.mark.full
 def test_a_table_written_by_java_is_continued_on_both_paths_and_again_by_java(spark, java_paimon, tmp_path):
     path = str(tmp_path / "db.db" / "from_java")
     java = range(0, 40)

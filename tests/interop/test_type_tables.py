@@ -123,6 +123,8 @@ def test_time_columns_read_as_spark_time(spark, java_tables):
         R.assert_same_rows(_rows(df), expected, f"{what} reading Java's TIME table")
 
 
+# ./dev full: TIME columns in a stream (the default run reads them in batch)
+@pytest.mark.full
 def test_time_columns_in_a_stream(spark, java_tables):
     path, expected = java_tables["time"]
     before = spark.conf.get("spark.sql.timeType.enabled")

@@ -169,6 +169,8 @@ def test_the_spark_native_path_writes_a_table_on_an_s3_store(spark, s3):
     assert len(snapshot_list(path, s3.fs_options())) == 2
 
 
+# ./dev full: reads on S3 with options-only credentials (the default run writes S3 through the native path)
+@pytest.mark.full
 def test_an_s3_table_is_read_with_credentials_given_only_as_options(spark, s3):
     credentials = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
     assert not [k for k in credentials if k in os.environ], "credentials must come from the options only"

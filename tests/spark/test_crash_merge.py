@@ -27,10 +27,11 @@ POINTS = ["before-snapshot@2", "after-snapshot@2"]
 AFTER = ["after-snapshot@2"]  # the replay a commit identity must make a no-op
 
 
-# Default: a keyed table killed after a MERGE's snapshot, before Spark's commit log (the replay
-# case); ./dev full kills it before the snapshot too, and an append table at both points.
+# ./dev full: a keyed table killed after a MERGE's snapshot, before Spark's commit log (the replay
+# case), and before the snapshot too, and an append table at both points. The default run proves
+# the replay without a kill (tests/spark/test_rowlevel.py: a replayed merge, foreachBatch).
 @pytest.mark.parametrize("kind, points", [
-    pytest.param("keyed", AFTER, id="keyed-after-snapshot"),
+    pytest.param("keyed", AFTER, id="keyed-after-snapshot", marks=pytest.mark.full),
     pytest.param("keyed", POINTS, id="keyed", marks=pytest.mark.full),
     pytest.param("append", POINTS, id="append", marks=pytest.mark.full)])
 def test_a_driver_killed_around_a_merge_snapshot_applies_every_micro_batch_once(tmp_path, kind, points):

@@ -96,6 +96,8 @@ def compacted_fully(spark, path: str, check_rows) -> None:
     assert lakesink.compact(spark, path, progress=False).snapshot_id is None
 
 
+# ./dev full: a marked file merged again (the default run merges and reads on both paths)
+@pytest.mark.full
 def test_a_dv_file_rewritten_by_a_later_merge_loses_its_vector(spark, table_path):
     """A run whose rows were marked deleted, taken into a later merge: the marked rows are not
     read again, and its deletion vector leaves the index with it."""
@@ -261,11 +263,11 @@ def test_level0_files_written_in_place_leave_with_the_commit(spark, table_path, 
     assert not leftover_files(table_path)
 
 
-# Default: the fast path killed with its merged runs placed but not committed; ./dev full also
-# kills it after the snapshot (the replay), and the native path at both.
+# ./dev full: each path killed with its merged runs placed but not committed, then after the
+# snapshot (the replay). Deletion vectors change what a commit holds, not the protocol the default
+# run kills on both paths (tests/crash/matrix.py).
 @pytest.mark.crash
 @pytest.mark.parametrize("mode, points", [
-    pytest.param("fast", ["files-placed@2"], id="fast-files-placed"),
     pytest.param("fast", ["files-placed@2", "after-snapshot@3"], id="fast", marks=pytest.mark.full),
     pytest.param("native", ["files-placed@2", "after-snapshot@3"], id="native", marks=pytest.mark.full)])
 def test_a_summing_dv_table_killed_mid_commit_counts_every_batch_once(tmp_path, mode, points):

@@ -104,7 +104,8 @@ def test_another_writer_in_the_partition_meanwhile_is_a_conflict(spark, tmp_path
     check_index(path, want)
 
 
-@pytest.mark.parametrize("shuffle", ["true", "false"])
+# Shuffled micro-batches: ./dev full (the default run streams one-task batches; batch writes shuffle).
+@pytest.mark.parametrize("shuffle", [pytest.param("true", marks=pytest.mark.full), "false"])
 def test_a_stream_writes_a_dynamic_bucket_table(spark, tmp_path, shuffle):
     """lakesink.stream, micro-batches shuffled to their assigners or written by one task: each
     batch assigns its new keys over the index the previous batch committed."""

@@ -305,7 +305,9 @@ def test_bad_rows_fail_the_write_and_leave_the_table_unchanged(spark, tmp_path):
 # -- streams -------------------------------------------------------------------------------------
 
 # Pipelined (and killed mid-protocol) in CI too: tests/spark/test_crash_format_keyed.py.
-@pytest.mark.parametrize("commit_mode", ["sync", pytest.param("pipelined", marks=pytest.mark.soak), "dynamic"])
+# dynamic: ./dev full (tests/spark/test_dynamic_buckets.py streams a dynamic-bucket table by default).
+@pytest.mark.parametrize("commit_mode", ["sync", pytest.param("pipelined", marks=pytest.mark.soak),
+                                         pytest.param("dynamic", marks=pytest.mark.full)])
 def test_a_cdc_stream_through_format_paimon_ends_in_the_sources_final_state_key_for_key(spark, tmp_path,
                                                                                        commit_mode):
     """The promised call on a primary-key table made by a batch write: each micro-batch comes

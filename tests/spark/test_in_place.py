@@ -141,6 +141,8 @@ def _write_s3(df, path: str, options: dict) -> None:
     writer.save(path)
 
 
+# ./dev full: the S3 case (tests/unit/test_s3_requests.py counts a commit's requests in the default run)
+@pytest.mark.full
 def test_a_job_on_s3_copies_none_of_its_files_and_its_metadata_writes_do_not_grow_with_them(spark, s3):
     measured = {}
     for mode, options in (("in-place", {}), ("staged", {"write.in-place": "false"})):

@@ -134,7 +134,12 @@ def _compare(spark, table, key_names, n):
     assert not bad, [(table.slice(i, 1).to_pylist(), hashes[i], got_h[i], buckets[i], got_b[i]) for i in bad[:5]]
 
 
-@pytest.mark.parametrize("kind", KINDS)
+# Variable-length kinds hash through the same BinaryRow path as the composite key below, which
+# holds each of them: alone, ./dev full.
+_VARIABLE = {"str", "bin", "dec_wide", "dec_wide0"}
+
+
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.full) if k in _VARIABLE else k for k in KINDS])
 def test_single_key_matches_pypaimon(spark, kind):
     rng = random.Random(zlib.crc32(kind.encode()))  # the same keys in every run
     arrow_type, values = _values(kind, rng)

@@ -147,7 +147,10 @@ def rows_of(path: Path) -> list[tuple]:
                   key=repr)
 
 
+# ./dev full (~70 CPU-s: two pipeline runs and a kill). The sink's commit protocol is the
+# `format("paimon")` path the default run kills at every point (tests/crash/matrix.py).
 @pytest.mark.crash
+@pytest.mark.full
 def test_a_pipeline_killed_while_committing_and_run_again_writes_every_source_row_exactly_once(tmp_path):
     source, storage = tmp_path / "source", tmp_path / "storage"
     orders, users = tmp_path / "wh" / "shop.db" / "orders", tmp_path / "wh" / "shop.db" / "users"

@@ -326,7 +326,7 @@ def intents_named(table: str) -> list[str]:
 
 # Two of the four in CI (each kind of commit, each place of the outputs); all four in the soak.
 @pytest.mark.parametrize("mode,in_place", [
-    ("sync", True), ("pipelined", False),
+    pytest.param("sync", True, marks=pytest.mark.full), ("pipelined", False),
     pytest.param("sync", False, marks=pytest.mark.soak), pytest.param("pipelined", True, marks=pytest.mark.soak),
 ], ids=["sync-in-place", "pipelined-staged", "sync-staged", "pipelined-in-place"])
 def test_a_driver_killed_at_each_aggregation_step_still_has_every_row_exactly_once(tmp_path, mode, in_place):

@@ -162,6 +162,8 @@ def test_racing_processes_on_local_disk_never_lose_a_commit(tmp_path):
     _check(*race(str(tmp_path / "wh" / "db.db" / "t")), ROUNDS)
 
 
+# ./dev full: the same race on an S3 store (the default run races on local disk)
+@pytest.mark.full
 def test_racing_processes_on_an_s3_store_never_lose_a_commit(s3):
     _check(*race("s3://lakesink-race/wh/db.db/t", s3.fs_options(), rounds=S3_ROUNDS), S3_ROUNDS)
 
