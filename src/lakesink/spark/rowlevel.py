@@ -322,7 +322,8 @@ def commit_keyed(stmt: Statement, build_changes, condition: str | None = None,
     check_spark_can_write(stmt.spark, stmt.path, PATH_NAME)
     kind = stmt.kind_column  # a column of the table (its rowkind.field), or one carried to the kind
     stored = kind in stmt.columns
-    schema = T.StructType([*spark_schema(stmt.table).fields, *([] if stored else [T.StructField(kind, T.StringType())])])
+    carried = [] if stored else [T.StructField(kind, T.StringType())]
+    schema = T.StructType([*spark_schema(stmt.table).fields, *carried])
     arrow_schema = spark_to_arrow(schema)
     opts = WriteOptions.parse({**identity_options(stmt), **({"rowkind.field": KIND} if kind == KIND else {})})
     target, layout, spec, next_sequence = prepare_keyed_target(stmt.path, arrow_schema, opts)

@@ -40,5 +40,5 @@ def __dir__() -> list[str]:
 
 __all__ = ["DocumentKind", "FileEntry", "STORAGE_PREFIXES", "S3_ATTEMPTS", "S3_CONNECT_TIMEOUT", "S3_REQUEST_TIMEOUT", "S3_SCHEMES",
            "S3_SETTINGS", "arrow_fs", "canonical_key", "file_io", "is_local", "is_storage_key", "list_dir",
-           "list_names", "local_path", "new_output", "normalize", "relative", "replace_file", "s3_client_options", "s3_setting", "s3a_options",
-           "scheme", "write_atomically"]
+           "list_names", "local_path", "new_output", "normalize", "relative", "replace_file", "s3_client_options",
+           "s3_setting", "s3a_options", "scheme", "write_atomically"]

@@ -167,7 +167,7 @@ def refresh(table) -> int | None:
     if catalog_storage and _staged(table):
         return None
     file_io = table.file_io
-    # The directory is listed once a refresh (each version kept is three files there): the
+    # The directory is listed once per refresh (each version kept is three files there): the
     # versions other than this snapshot's are all a refresh needs from it.
     versions = _versions(table)
     path = version_path(table, snapshot.id)
