@@ -332,5 +332,33 @@ def test_rowkind_field_naming_a_column_the_table_lacks_is_read_as_the_kind_and_n
     assert read_table(table_path).column_names == ["id", "amount", "status", "dt"]
 
 
+def test_row_level_changes_of_a_table_storing_its_rowkind_field_write_the_kinds_into_it(spark, table_path):
+    """A keyed table created with rowkind.field=op and an `op` column: each statement's rows carry
+    their kind in `op` (-D for deleted keys, +U updated, +I inserted), as the table's other rows do."""
+    import glob
+    import pyarrow.parquet as pq
+
+    rows = [(i, float(i), "new", "d1", "+I") for i in range(6)]
+    lakesink.write(spark.createDataFrame(rows, SCHEMA + ", op string"), table_path, primary_key=["id", "dt"],
+                   partition_by=["dt"], options={"bucket": "2", "rowkind.field": "op"})
+    before = set(glob.glob(f"{table_path}/dt=d1/bucket-*/*.parquet"))
+    assert lakesink.delete(spark, table_path, where="id = 1").rows_deleted == 1
+    deleted = set(glob.glob(f"{table_path}/dt=d1/bucket-*/*.parquet")) - before
+    written = pa.concat_tables([pq.ParquetFile(f).read() for f in deleted]).to_pylist()
+    assert [(r["id"], r["op"], r["_VALUE_KIND"]) for r in written] == [(1, "-D", 3)]
+    assert lakesink.update(spark, table_path, set={"amount": "amount * 10"}, where="id = 2").rows_updated == 1
+    source = spark.createDataFrame([(3, 33.0, "merged", "d1"), (4, 0.0, "x", "d1"), (9, 9.0, "added", "d1")],
+                                   SCHEMA)
+    report = (lakesink.merge(spark, table_path, source, on="t.id = s.id")
+              .when_matched_delete(condition="s.id = 4").when_matched_update_all().when_not_matched_insert_all()
+              .execute())
+    assert (report.rows_updated, report.rows_deleted, report.rows_inserted) == (1, 1, 1)
+    with pytest.raises(ConfigurationError, match="rowkind.field"):
+        lakesink.update(spark, table_path, set={"op": "'-D'"})
+    got = {r["id"]: (r["amount"], r["status"], r["op"]) for r in read_table(table_path).to_pylist()}
+    assert got == {0: (0.0, "new", "+I"), 2: (20.0, "new", "+U"), 3: (33.0, "merged", "+U"),
+                   5: (5.0, "new", "+I"), 9: (9.0, "added", "+I")}
+
+
 def test_errors_are_lakesink_errors():
     assert issubclass(MultipleMatchError, LakesinkError)

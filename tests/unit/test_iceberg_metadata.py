@@ -52,6 +52,37 @@ def test_a_slower_refresh_of_an_older_snapshot_never_moves_the_hint_back(table_p
     assert open(os.path.join(table_path, "metadata", "version-hint.text")).read() == "3"
 
 
+def _metadata_calls(monkeypatch, directory: str) -> dict[str, int]:
+    """Counts of the listings of `directory` and of the statuses of files in it, from now on."""
+    calls = {"listdir": 0, "scandir": 0, "stat": 0}
+    for name in calls:
+        real = getattr(os, name)
+
+        def counted(path=".", *args, _real=real, _name=name, **kwargs):
+            target = os.path.normpath(os.fspath(path))
+            if target == directory or (_name == "stat" and os.path.dirname(target) == directory):
+                calls[_name] += 1
+            return _real(path, *args, **kwargs)
+        monkeypatch.setattr(os, name, counted)
+    return calls
+
+
+def test_a_refresh_lists_the_metadata_directory_once_and_stats_no_version_it_lists(table_path, monkeypatch):
+    writer = Writer(table_path, ICEBERG)
+    directory = os.path.normpath(os.path.join(table_path, "metadata"))
+    stats = []
+    for kept in (3, 9):  # versions kept before the commit: each is three files in the directory
+        while not os.path.exists(os.path.join(directory, f"v{kept}.metadata.json")):
+            writer.commit(1)
+        with monkeypatch.context() as patch:
+            calls = _metadata_calls(patch, directory)
+            writer.commit(1)  # its refresh writes the next version
+        assert calls["listdir"] + calls["scandir"] == 1
+        stats.append(calls["stat"])
+    assert len(os.listdir(directory)) > 3 * 9
+    assert stats[0] == stats[1]  # the files a refresh stats do not grow with the versions kept
+
+
 def test_orphan_removal_keeps_the_iceberg_metadata(table_path):
     writer = Writer(table_path, ICEBERG)
     writer.commit(2)

@@ -120,6 +120,8 @@ class Merge:
             columns = stmt.columns
             if clause.action == "update" and stmt.keyed:  # a key stays: it decides where the row lives
                 columns = [c for c in columns if c not in stmt.key_columns]
+            if stmt.keyed:  # the table's rowkind.field: the statement sets each row's kind
+                columns = [c for c in columns if c != stmt.kind_column]
             assignments = {c: f"{self._s}.{ident(c)}" for c in columns}
         check_columns(stmt, assignments, keyed_refusal=clause.action == "update")
         return _Clause(clause.when, clause.action, clause.condition, assignments)

@@ -80,6 +80,13 @@ class Statement:
         return [ident(c) for c in self.columns] + ([*COLUMNS, FILE] if self.tracks else [])
 
     @property
+    def kind_column(self) -> str:
+        """The column a keyed change carries each row's kind in: the table's `rowkind.field`, so a
+        column the table stores holds the changes' kinds as it holds those of the table's other rows
+        (for readers that do not know the option), else `KIND` (read as the kind, never stored)."""
+        return str(self.table.table_schema.options.get("rowkind.field") or KIND) if self.keyed else KIND
+
+    @property
     def key_columns(self) -> set[str]:
         """Columns an update must not change: primary key and partition columns."""
         return set(self.table.primary_keys or ()) | set(self.table.partition_keys or ())
@@ -254,6 +261,11 @@ def check_columns(stmt: Statement, assignments: dict, keyed_refusal: bool = True
     if unknown:
         raise ConfigurationError(f"{PATH_NAME}: column(s) {unknown} are not in {stmt.path} (columns: "
                                  f"{stmt.columns}). Nothing was changed.", table=stmt.path)
+    if stmt.keyed and stmt.kind_column in assignments:
+        raise ConfigurationError(
+            f"{PATH_NAME}: cannot set column {stmt.kind_column!r} of {stmt.path}: it is the table's rowkind.field, "
+            "which a row-level change sets itself (+U for updated rows, -D for deleted ones, +I for inserted "
+            "ones). Leave it out of the assignments. Nothing was changed.", table=stmt.path)
     if keyed_refusal:
         fixed = sorted(set(assignments) & stmt.key_columns)
         if fixed and stmt.keyed:
@@ -308,9 +320,12 @@ def commit_keyed(stmt: Statement, build_changes, condition: str | None = None,
     from pyspark.sql import types as T
 
     check_spark_can_write(stmt.spark, stmt.path, PATH_NAME)
-    schema = T.StructType([*spark_schema(stmt.table).fields, T.StructField(KIND, T.StringType())])
+    kind = stmt.kind_column  # a column of the table (its rowkind.field), or one carried to the kind
+    stored = kind in stmt.columns
+    carried = [] if stored else [T.StructField(kind, T.StringType())]
+    schema = T.StructType([*spark_schema(stmt.table).fields, *carried])
     arrow_schema = spark_to_arrow(schema)
-    opts = WriteOptions.parse({**identity_options(stmt), "rowkind.field": KIND})
+    opts = WriteOptions.parse({**identity_options(stmt), **({"rowkind.field": KIND} if kind == KIND else {})})
     target, layout, spec, next_sequence = prepare_keyed_target(stmt.path, arrow_schema, opts)
     job = BatchWrite.plan(stmt.path, arrow_schema, opts, "append", PATH_NAME, None,
                           prepare=lambda *_: (target, layout))
@@ -318,10 +333,11 @@ def commit_keyed(stmt: Statement, build_changes, condition: str | None = None,
         return CommitReport(job.commit_user, job.identifier, skipped_replay=True)
     base = target.bucket_check_from or None  # the snapshot the sequence numbers continue from
     changes = build_changes(read_target(stmt, condition, snapshot_id=base, conjuncts=conjuncts))
-    changes = changes.select(*[ident(c) for c in stmt.columns], KIND).persist()
+    written = [f"{KIND} AS {ident(c)}" if c == kind else ident(c) for c in stmt.columns]
+    changes = changes.selectExpr(*written, *([] if stored else [f"{KIND} AS {ident(kind)}"])).persist()
     files = []
     try:
-        counts = count_kinds(changes)
+        counts = count_kinds(changes, kind)
         if not any(counts.values()):
             job.remove_staging()
             return finish(CommitReport(job.commit_user, job.identifier), counts)
@@ -338,10 +354,10 @@ def commit_keyed(stmt: Statement, build_changes, condition: str | None = None,
     return finish(job.commit(files, report_properties(counts)), counts)
 
 
-def count_kinds(changes) -> dict:
+def count_kinds(changes, kind: str = KIND) -> dict:
     names = {"+I": "inserted", "+U": "updated", "-D": "deleted"}
     counts = {"inserted": 0, "updated": 0, "deleted": 0}
-    for row in changes.groupBy(KIND).count().collect():
+    for row in changes.groupBy(ident(kind)).count().collect():
         counts[names[row[0]]] += row[1]
     return counts
 

@@ -17,7 +17,7 @@ that only handle paths and local state (the commit protocol) stay light.
 from __future__ import annotations
 
 from .documents import DocumentKind
-from .files import FileEntry, arrow_fs, list_dir, new_output, replace_file, write_atomically
+from .files import FileEntry, arrow_fs, list_dir, list_names, new_output, replace_file, write_atomically
 from .paths import STORAGE_PREFIXES, canonical_key, is_local, is_storage_key, local_path, normalize, relative, scheme
 from .s3 import (S3_ATTEMPTS, S3_CONNECT_TIMEOUT, S3_REQUEST_TIMEOUT, S3_SCHEMES, S3_SETTINGS, s3_client_options,
                  s3_setting, s3a_options)
@@ -40,5 +40,5 @@ def __dir__() -> list[str]:
 
 __all__ = ["DocumentKind", "FileEntry", "STORAGE_PREFIXES", "S3_ATTEMPTS", "S3_CONNECT_TIMEOUT", "S3_REQUEST_TIMEOUT", "S3_SCHEMES",
            "S3_SETTINGS", "arrow_fs", "canonical_key", "file_io", "is_local", "is_storage_key", "list_dir",
-           "local_path", "new_output", "normalize", "relative", "replace_file", "s3_client_options", "s3_setting", "s3a_options",
-           "scheme", "write_atomically"]
+           "list_names", "local_path", "new_output", "normalize", "relative", "replace_file", "s3_client_options",
+           "s3_setting", "s3a_options", "scheme", "write_atomically"]

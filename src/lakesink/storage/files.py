@@ -93,6 +93,23 @@ def replace_file(filesystem: pafs.FileSystem, path: str, data: bytes) -> None:
     filesystem.move(tmp, path)
 
 
+def list_names(io: FileIO, directory: str) -> list[str]:
+    """The names of the entries directly in `directory` (none if it does not exist), sorted, from one
+    listing without a status of each entry where the store allows: a local directory's names alone
+    (FileIO's local listing stats every entry, three times), an object store's one LIST (names and
+    sizes come together)."""
+    local = local_path(directory)
+    if local is not None:
+        try:
+            return sorted(os.listdir(local))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+    try:
+        return sorted(s.base_name for s in io.list_status(directory))
+    except FileNotFoundError:
+        return []
+
+
 @dataclass(frozen=True)
 class FileEntry:
     path: str          # full path, with the scheme for remote stores

@@ -167,6 +167,9 @@ def refresh(table) -> int | None:
     if catalog_storage and _staged(table):
         return None
     file_io = table.file_io
+    # The directory is listed once per refresh (each version kept is three files there): the
+    # versions other than this snapshot's are all a refresh needs from it.
+    versions = _versions(table)
     path = version_path(table, snapshot.id)
     current = _read_json(file_io, path)
     if not metadata.describes(current, snapshot, _location(table)):
@@ -175,9 +178,10 @@ def refresh(table) -> int | None:
             # starts the directory afresh (versions of the table that was there before go).
             if file_io.exists(metadata_dir(table)):
                 file_io.delete(metadata_dir(table), True)
-        _write_version(table, snapshot, _table_uuid(table, file_io))
+            versions = []
+        _write_version(table, snapshot, _table_uuid(table, file_io, versions))
     _advance_hint(table, snapshot)
-    _drop_expired(table, snapshot.id)
+    _drop_expired(table, snapshot.id, versions)
     return snapshot.id
 
 
@@ -283,11 +287,11 @@ def _typed(fields) -> list:
     return out
 
 
-def _table_uuid(table, file_io) -> str:
-    """The uuid of the metadata readers know (the hint's version, else the newest there is), so
-    they keep refreshing one table."""
+def _table_uuid(table, file_io, versions: list[int]) -> str:
+    """The uuid of the metadata readers know (the hint's version, else the newest of `versions`,
+    those in the directory), so they keep refreshing one table."""
     hinted = _read_hint(file_io, table)
-    for version in ([hinted] if hinted is not None else []) + sorted(_versions(table), reverse=True):
+    for version in ([hinted] if hinted is not None else []) + sorted(versions, reverse=True):
         found = _read_json(file_io, version_path(table, version))
         if found and found.get("table-uuid"):
             return found["table-uuid"]
@@ -295,13 +299,12 @@ def _table_uuid(table, file_io) -> str:
 
 
 def _versions(table) -> list[int]:
-    """The metadata versions in the table's metadata directory."""
-    file_io = table.file_io
+    """The metadata versions in the table's metadata directory: one listing of its names."""
     try:
-        listing = file_io.list_status(metadata_dir(table)) if file_io.exists(metadata_dir(table)) else []
+        names = storage.list_names(table.file_io, metadata_dir(table))
     except OSError:
         return []
-    return [int(m.group(1)) for m in (_VERSION.match(s.base_name) for s in listing) if m]
+    return [int(m.group(1)) for m in map(_VERSION.match, names) if m]
 
 
 def _advance_hint(table, snapshot) -> None:
@@ -319,17 +322,18 @@ def _advance_hint(table, snapshot) -> None:
     storage.write_atomically(file_io, f"{metadata_dir(table)}/{HINT}", str(snapshot.id))
 
 
-def _drop_expired(table, current: int) -> None:
+def _drop_expired(table, current: int, versions: list[int]) -> None:
     """Remove the metadata of snapshots Paimon no longer has (expired or rolled back), with their
-    manifest lists and manifests: no reader can read those versions' data files any more."""
+    manifest lists and manifests: no reader can read those versions' data files any more.
+    `versions`: those in the metadata directory."""
     file_io = table.file_io
     gone = []
-    older = sorted(v for v in _versions(table) if v < current)
+    older = sorted(v for v in versions if v < current)
     for version in older:  # Paimon's snapshots are contiguous: the first one there ends the search
         if _snapshot_exists(table, version):
             break
         gone.append(version)
-    gone += [v for v in _versions(table) if v > current and not _snapshot_exists(table, v)]
+    gone += [v for v in versions if v > current and not _snapshot_exists(table, v)]
     for version in gone:
         path = version_path(table, version)
         doc = _read_json(file_io, path)
