@@ -19,10 +19,18 @@ def pytest_configure(config):
         configure()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     from tests.schedule import order
 
     order(items)
+    # A module whose tests share a module-scoped fixture (tables Java wrote, an S3 server) runs on
+    # one test process (`--dist loadgroup`): handed out test by test, every process would build it.
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        defs = info.name2fixturedefs.values() if info is not None else ()
+        if any(d and d[-1].scope == "module" for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 @pytest.fixture(scope="session")

@@ -45,6 +45,8 @@ def _apply(state: dict, changes: list[dict]) -> dict:
 @pytest.mark.parametrize("compaction, producer", [
     pytest.param("inline", "none", marks=pytest.mark.full), pytest.param("write-only", "none", marks=pytest.mark.full),
     ("inline", "input")])
+# ./dev full: against Java's stream (the default run compares produced changelogs with Paimon's own, tests/interop/test_changelog_producers.py)
+@pytest.mark.full
 def test_a_keyed_tables_stream_is_its_changelog_as_paimon_streams_it(spark, java_paimon, tmp_path, compaction,
                                                                      producer):
     path, checkpoint = str(tmp_path / "wh" / "db.db" / "t"), str(tmp_path / "chk")

@@ -22,6 +22,8 @@ KEYS = [Decimal(-128).scaleb(-10), Decimal(-32768).scaleb(-10), Decimal(-2**63).
         Decimal(-127).scaleb(-10), Decimal(128).scaleb(-10), Decimal("12345.6789"), Decimal(0)]
 
 
+# ./dev full: Java's own bucketing of wide decimals (the default run compares lakesink's with Java's bytes, tests/spark/test_keyed_bucket.py)
+@pytest.mark.full
 def test_java_paimon_and_lakesink_bucket_wide_decimal_keys_alike(spark, java_paimon, tmp_path):
     from pyspark.sql.types import DecimalType, StringType, StructField, StructType
 

@@ -112,6 +112,8 @@ def _pypaimon_write(path, rows, stream=True):
         commit.close()
 
 
+# ./dev full: pypaimon's postpone files (the default run has Java read lakesink's compacted tables)
+@pytest.mark.full
 def test_lakesink_compacts_postpone_files_pypaimon_wrote(spark, java_paimon, tmp_path):
     """pypaimon's postpone writer (Avro files, sequence numbers from 0 per writer) and lakesink's
     writes interleaved; each later commit wins, whoever wrote it. The partition's bucket count

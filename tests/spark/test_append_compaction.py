@@ -29,6 +29,8 @@ def files_and_ideal(path: str) -> tuple[int, int]:
     return len(files), sum(math.ceil(b / target_file_size(table)) for b in per_partition.values())
 
 
+# ./dev full: thirty jobs (the default run bounds the file count of repeated jobs with the aggregator, tests/spark/test_compaction.py)
+@pytest.mark.full
 def test_thirty_small_batch_jobs_keep_live_files_within_1_5_times_ideal(spark, table_path):
     jobs, rows = 30, 1200
     source = []

@@ -147,6 +147,8 @@ def test_a_streaming_query_and_repeated_compactions_on_one_table_keep_every_row_
     assert leftover_files(table) == set()
 
 
+# ./dev full: the aggregator on a pipelined format("paimon") stream (the default run kills the aggregator's steps pipelined, tests/unit/test_aggregator.py)
+@pytest.mark.full
 def test_the_aggregator_works_on_a_pipelined_format_paimon_stream(spark, tmp_path):
     """Its batches are committed by the checkpoint's committer process, which also aggregates."""
     source, table, chk = tmp_path / "source", str(tmp_path / "wh" / "db.db" / "t"), str(tmp_path / "chk")

@@ -8,7 +8,7 @@ whole number of micro-batches; after the restart, those of the whole source, key
 with no batch committed twice and no data file outside the snapshots.
 
 Pipelined chains kill where a batch is accepted but not committed (the restarted query plans
-its replay while the committer commits the accepted attempt); the native one then makes a
+its replay while the committer commits the accepted attempt); the soak's native one then makes a
 background commit raise, which must stop the query and leave the batch to the restart. Sync chains compact the buckets
 after every micro-batch from the second on (`num-sorted-run.compaction-trigger=1`) and kill
 the checkpoint's compaction service mid-rewrite, between a round's rewrite and its COMPACT

@@ -148,7 +148,7 @@ def test_overwrite_of_a_dv_table_holding_rows_is_refused(spark, table_path, path
 
 
 # Default: one path in each commit mode; ./dev full: the other two.
-@pytest.mark.parametrize("sink, commit_mode", [("lakesink", "pipelined"), ("format", "sync"),
+@pytest.mark.parametrize("sink, commit_mode", [pytest.param("lakesink", "pipelined", marks=pytest.mark.full), ("format", "sync"),
                                                pytest.param("lakesink", "sync", marks=pytest.mark.full),
                                                pytest.param("format", "pipelined", marks=pytest.mark.full)])
 def test_a_change_stream_into_a_dv_table_reads_key_for_key(spark, tmp_path, sink, commit_mode):
@@ -249,7 +249,7 @@ def test_merge_engines_merge_a_key_with_its_row_in_older_files(spark, table_path
     assert live_files(table_path)[1], "the older version was rewritten, not marked deleted"
 
 
-@pytest.mark.parametrize("path_kind", ["fast", "native"])
+@pytest.mark.parametrize("path_kind", ["fast", pytest.param("native", marks=pytest.mark.full)])
 def test_level0_files_written_in_place_leave_with_the_commit(spark, table_path, path_kind):
     """`write.in-place`: the write's level-0 files sit at their table paths before the commit; the
     merged runs replace them in the snapshot, and the job's end deletes them (named in its intents)."""
@@ -286,6 +286,8 @@ def test_a_summing_dv_table_killed_mid_commit_counts_every_batch_once(tmp_path, 
     assert files and all(level > 0 for level, _ in files) and vectors
 
 
+# ./dev full: older schemas merged on write (the default run merges files of one schema on both paths; schema evolution alone: tests/spark/test_schema_evolution.py)
+@pytest.mark.full
 def test_files_of_an_older_schema_are_merged_with_added_columns_null(spark, table_path):
     lakesink.write(spark.createDataFrame([(i, f"a{i}") for i in range(30)], "id long, v string"), table_path,
                    primary_key=["id"], options={"bucket": "1", **DV})

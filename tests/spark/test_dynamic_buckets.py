@@ -169,6 +169,8 @@ def test_an_overwrite_assigns_afresh_and_row_level_changes_keep_buckets(spark, t
     check_index(path, {**want, **_want((range(25, 45), "b"))})  # a deleted key keeps its hash (Paimon)
 
 
+# ./dev full: max-buckets (the default run opens buckets by target-row-num)
+@pytest.mark.full
 def test_max_buckets_caps_each_partition_and_new_keys_share_the_full_buckets(spark, tmp_path):
     path = str(tmp_path / "wh" / "db.db" / "m")
     options = {"dynamic-bucket.target-row-num": "3", "dynamic-bucket.max-buckets": "2"}

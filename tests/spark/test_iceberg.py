@@ -392,11 +392,17 @@ def test_a_fixed_bucket_append_table(spark, tmp_path, table_path, iceberg):
     assert info["summary"]["total-records"] == "12" and int(info["summary"]["total-data-files"]) >= 2
 
 
-@pytest.mark.parametrize("row_filter, keep", [
+_FILTERS = [
     ("dec > '0.500000'", lambda r: r["dec"] > 0.5), ("big >= 2000000000000", lambda r: r["big"] >= 2_000_000_000_000),
     ("b = 3", lambda r: r["b"] == 3), ("str = 's2'", lambda r: r["str"] == "s2"),
     ("flag = true", lambda r: r["flag"]), ("maybe IS NULL", lambda r: r["maybe"] is None),
-    ("day >= '2024-03-01'", lambda r: r["day"].isoformat() >= "2024-03-01")])
+    ("day >= '2024-03-01'", lambda r: r["day"].isoformat() >= "2024-03-01")]
+
+
+# A decimal bound and a null count by default; the other column kinds' bounds in ./dev full.
+@pytest.mark.parametrize("row_filter, keep", [
+    pytest.param(f, k, id=f, marks=() if f in ("dec > '0.500000'", "maybe IS NULL") else pytest.mark.full)
+    for f, k in _FILTERS])
 def test_filtered_scans_lose_no_row(spark, tmp_path, table_path, iceberg, row_filter, keep):
     """pyiceberg skips files by the metrics lakesink writes; each file here holds one row."""
     df = spark.sql("""

@@ -88,7 +88,7 @@ def _cdc(batches_count=5, keys=30, deletes=True):
     return batches
 
 
-@pytest.mark.parametrize("engine", ["deduplicate", "partial-update"])
+@pytest.mark.parametrize("engine", ["deduplicate", pytest.param("partial-update", marks=pytest.mark.full)])
 def test_one_task_micro_batches_read_as_shuffled_ones_key_for_key(spark, tmp_path, engine):
     """The same change stream, its keys' versions spread over three input partitions, into two
     tables: shuffled to the buckets by Spark, and merged by one task. Same rows, key for key

@@ -144,6 +144,8 @@ def test_bucket_count_from_rows_and_merge_engines(spark, tmp_path):
     assert {r["id"]: r["v"] for r in read_table(path).to_pylist()} == {i: 6 for i in range(10)}
 
 
+# ./dev full: streams (the default run: batch writes and compaction; streams share the write)
+@pytest.mark.full
 def test_streams_write_postpone_files(spark, tmp_path):
     source, path = tmp_path / "src", str(tmp_path / "t")
     _source(source, [[(1, "a", "+I"), (2, "b", "+I")], [(1, "aa", "+U"), (2, "b", "-D"), (3, "c", "+I")]])

@@ -19,6 +19,8 @@ spark.stop()
 """
 
 
+# ./dev full: spark-submit with a master (with the cluster tier)
+@pytest.mark.full
 def test_a_job_submitted_with_a_master_keeps_it_and_writes(tmp_path):
     script = tmp_path / "job.py"
     table = tmp_path / "wh" / "db.db" / "t"

@@ -460,7 +460,8 @@ def _run_keyed_child(tmp_path, table, batches: int, crash_at: str | None, in_pla
                           start_new_session=True)
 
 
-@pytest.mark.parametrize("in_place", [False, True], ids=["staged", "in-place"])
+# Staged: ./dev full (the default run kills compaction rounds on both paths, tests/crash/matrix.py).
+@pytest.mark.parametrize("in_place", [pytest.param(False, marks=pytest.mark.full), True], ids=["staged", "in-place"])
 def test_a_driver_killed_while_compacting_buckets_restarts_to_every_change_once(tmp_path, in_place):
     """Kills mid-rewrite (data and changelog files half written), after-aggregate (written and
     pending, no COMPACT snapshot) and after-compact (landed, state not saved), each followed by

@@ -144,6 +144,8 @@ def test_compactions_of_small_files_copy_none_on_s3(where):
     assert counts["COPY"] == 0
 
 
+# ./dev full: keyed runs on S3 (the default run: append compaction on S3; keyed compaction in place on local disk)
+@pytest.mark.full
 def test_compactions_of_keyed_runs_and_their_changelog_copy_none_on_s3(where):
     base, options, proxy = where
     path = f"{base}/db.db/t"
