@@ -104,13 +104,40 @@ def compile_java(source: Path, prefix: str) -> tuple[str, str]:
             os.replace(tmp, classes)
         except OSError:  # another session compiled it meanwhile
             shutil.rmtree(tmp, ignore_errors=True)
-    return java, os.pathsep.join([str(classes), str(jar), *_codec_jars()])
+    # In a jar: a class-data-sharing archive (run_java) takes no directory in the class path.
+    packed = classes.with_name(f"{classes.name}.jar")
+    if not packed.exists():
+        partial = packed.with_name(f".{packed.name}.{os.getpid()}")
+        with zipfile.ZipFile(partial, "w") as out:
+            for path in sorted(classes.rglob("*.class")):
+                out.write(path, path.relative_to(classes).as_posix())
+        os.replace(partial, packed)
+    return java, os.pathsep.join([str(packed), str(jar), *_codec_jars()])
+
+
+def _class_archive(java: str, classpath: str) -> tuple[list[str], Path | None]:
+    """JVM flags sharing the classes one earlier call loaded (a class-data-sharing archive per Java
+    and class path, dumped by the first call; half a call's start is loading Paimon's classes),
+    and the file that call dumps into (None once the archive exists)."""
+    digest = hashlib.sha1(f"{java}\n{classpath}".encode()).hexdigest()[:12]
+    archive = cache_dir() / f"oracle-{digest}.jsa"
+    quiet = ["-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+    if archive.exists():
+        return [f"-XX:SharedArchiveFile={archive}", *quiet], None
+    partial = archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
+    return [f"-XX:ArchiveClassesAtExit={partial}", *quiet], partial
 
 
 def run_java(java: str, classpath: str, main: str, args: list[str]) -> None:
     """Run `main`; a failure raises JavaError with its stack trace (logging noise dropped)."""
-    proc = subprocess.run([java, "-Xmx512m", "-XX:TieredStopAtLevel=1", "-cp", classpath, main, *args],
+    sharing, partial = _class_archive(java, classpath)
+    proc = subprocess.run([java, "-Xmx512m", "-XX:TieredStopAtLevel=1", *sharing, "-cp", classpath, main, *args],
                           capture_output=True, text=True, timeout=600)
+    if partial is not None and partial.exists():
+        if proc.returncode == 0 and partial.stat().st_size:
+            os.replace(partial, partial.with_name(partial.name.rsplit(".", 2)[0]))  # in place in one rename
+        else:
+            partial.unlink()
     if proc.returncode != 0:
         noise = ("SLF4J", "StatusLogger")
         err = "\n".join(line for line in proc.stderr.splitlines() if not line.startswith(noise))

@@ -283,6 +283,8 @@ def test_merge_options_are_refused_as_on_the_fast_path_before_anything_is_writte
     assert not os.path.exists(path)
 
 
+# ./dev full: bad rows through format("paimon") (the default run refuses them on the fast path, tests/spark/test_keyed_write.py, and fails native jobs past their retries, tests/spark/test_batch_failures.py)
+@pytest.mark.full
 def test_bad_rows_fail_the_write_and_leave_the_table_unchanged(spark, tmp_path):
     """Each bad row fails its task with the fast path's message; Spark aborts the job, the abort
     removes what every task staged: the same snapshot, not one file more."""

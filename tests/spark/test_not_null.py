@@ -104,8 +104,7 @@ def _source(directory, batches):
 
 
 @pytest.mark.parametrize("mode, keyed", [
-    pytest.param(m, k, id=f"{m}-{'keyed' if k else 'append'}",
-                 marks=pytest.mark.full if (m, k) == ("native", False) else ())
+    pytest.param(m, k, id=f"{m}-{'keyed' if k else 'append'}", marks=pytest.mark.full if m == "native" else ())
     for m in ("fast", "native") for k in (True, False)])
 def test_a_micro_batch_with_a_null_fails_the_query_and_commits_nothing_of_it(spark, warehouse, tmp_path,
                                                                            mode, keyed):
