@@ -300,7 +300,11 @@ def test_a_pipelined_cdc_stream_into_a_primary_key_table_ends_in_the_sources_fin
     commit, seen_pending = PaimonTarget.commit, []
 
     def slow_commit(self, *args, **kwargs):
-        time.sleep(0.5)  # the next micro-batch plans meanwhile
+        # Held until the next micro-batch has planned (or 5 s, after the last one): on a loaded
+        # machine a fixed delay can pass before the next plan starts.
+        planned, deadline = len(seen_pending), time.monotonic() + 5
+        while len(seen_pending) == planned and time.monotonic() < deadline:
+            time.sleep(0.05)
         return commit(self, *args, **kwargs)
 
     def recorded(self):
