@@ -58,7 +58,7 @@ def test_tables_spark_cannot_merge_itself_say_why(spark, table_path):
 def test_a_merge_reads_only_the_target_files_in_the_sources_key_range(spark, table_path):
     from lakesink.filters import Filter
     from lakesink.spark.merge import _equated
-    from lakesink.spark.rowlevel import open_statement, read_target
+    from lakesink.spark.rowlevel_statement import open_statement, read_target
 
     _write(spark, table_path, [(i, "a", "d", "x") for i in range(100)], primary_key=["id"], options={"bucket": "2"})
     old = {f.file_name for f in scan.plan_snapshot(open_table(table_path), open_table(table_path)

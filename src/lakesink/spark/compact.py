@@ -28,7 +28,7 @@ from ..paimon.compaction.target import PaimonCompactionTarget, live_files
 from ..paimon.compaction.keyed_aggregator import KeyedCompactionAggregator
 from ..paimon.compaction.rewrite import rewrite_on_driver
 from ..paimon.compaction.append_aggregator import SmallFileAggregator
-from ..paimon.keyed.layout import POSTPONE_BUCKET
+from ..paimon.keyed.rules import POSTPONE_BUCKET
 from ..paimon.commit.target import PaimonTarget
 from ..protocol.aggregator import group_by_key
 from ..protocol.target import CommitReport

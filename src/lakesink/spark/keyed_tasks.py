@@ -43,8 +43,9 @@ from ..errors import ConfigurationError, NullValueError
 from ..paimon.commit import intents
 from ..paimon.table import parquet_layout
 from ..paimon.files.datafiles import StagedFile, TableLayout, describe_parquet, with_encoding
-from ..paimon.keyed.layout import (KEY_PREFIX, POSTPONE_BUCKET, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND,
-                                   KeyedSpec, kv_schema, row_kind_refusal, with_key_value_meta)
+from ..paimon.keyed.layout import (KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec, kv_schema,
+                                   row_kind_refusal, with_key_value_meta)
+from ..paimon.keyed.rules import POSTPONE_BUCKET
 from ..paimon.keyed.lsm_policy import LsmOptions
 from ..paimon.keyed.postpone import file_name as postpone_file_name
 from ..paimon.keyed.merge_engines import merge_run

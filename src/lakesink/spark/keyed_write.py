@@ -62,7 +62,7 @@ def write_keyed_files(df, target, layout, spec, next_sequence, staging_dir: str,
     if spec.postpone:
         from dataclasses import replace
 
-        from ..paimon.keyed.layout import POSTPONE_BUCKET
+        from ..paimon.keyed.rules import POSTPONE_BUCKET
         from ..paimon.keyed.postpone import relabel
         from .keyed import MAX_OPEN_FILES, _write_tasks
         tasks = _write_tasks(df.sparkSession, MAX_OPEN_FILES)  # one per core

@@ -1,6 +1,6 @@
 """`lakesink.merge`: MERGE of a source DataFrame into a table, with Delta's semantics.
 
-Plan (one statement, one snapshot; spark.rowlevel has the per-table-kind commit):
+Plan (one statement, one snapshot; spark.rowlevel_commit has the per-table-kind commit):
 
     source ─ persisted and counted first: every job below sees the same rows
     target ─ read at the statement's base snapshot, each row with its identity
@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 from ..errors import ConfigurationError, MultipleMatchError
 from ..protocol import CommitReport
-from .rowlevel import (FILE, KIND, POSITION, ROW, SOURCE_SEEN, TARGET_SEEN, analysed, already_committed,
-                       cast_to, check_assignment, check_columns, commit_keyed, commit_marks, commit_rewrite,
-                       open_statement, read_target, true_of)
+from .rowlevel_commit import already_committed, commit_keyed, commit_marks, commit_rewrite
+from .rowlevel_statement import (FILE, KIND, POSITION, ROW, SOURCE_SEEN, TARGET_SEEN, analysed, cast_to,
+                                 check_assignment, check_columns, open_statement, read_target, true_of)
 from .lineage import COLUMNS as LINEAGE
 from .sqltext import ident, string
 

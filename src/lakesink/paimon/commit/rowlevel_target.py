@@ -33,8 +33,10 @@ from ...protocol.target import CommitReport, Overwrite
 from ..files import deletion_vectors
 from ..files.datafiles import StagedFile, place
 from . import hooks, identity, intents
+from .checks import check_schema_ids
 from .file_store import new_file_store_commit
-from .target import PaimonTarget, _Publications
+from .messages import Publications
+from .target import PaimonTarget
 
 _ADD, _DELETE = 0, 1
 
@@ -82,7 +84,7 @@ class RowLevelTarget(PaimonTarget):
         hooks.maintenance.raise_failure(self.path, self.file_io)
         table = self.table(refresh=True)
         files = list(committables)
-        self._check_schema_ids(table, files)
+        check_schema_ids(table, files)
         hooks.check_derived(table)
         latest = table.snapshot_manager().get_latest_snapshot()
         identity.before_commit(self.file_io, self.path, commit_user, latest)
@@ -101,7 +103,7 @@ class RowLevelTarget(PaimonTarget):
             props["lakesink.rows-marked"] = str(sum(len(p) for _, p in self.marked.values()))
         props.update(properties or {})
         file_store_commit = new_file_store_commit(table, commit_user)
-        attempts = _Publications(file_store_commit)
+        attempts = Publications(file_store_commit)
         crashpoints.reached("before-snapshot")
         try:
             # Conflict detection on: a removed file no longer live is a file-deletion conflict; so

@@ -7,28 +7,26 @@ keeps it, in the snapshots, with a marker per user for fast checks: see
 
 from __future__ import annotations
 
-import base64
 import logging
 import time
 from collections.abc import Sequence
 
 import pyarrow as pa
 from pypaimon.snapshot.snapshot import Snapshot
-from pypaimon.write.commit_message import CommitMessage
-from pypaimon.write.commit_message_serializer import (VERSION as MESSAGE_VERSION,
-                                                      deserialize_commit_message)
-from pypaimon.write.file_store_commit import FileStoreCommit
 
 from .file_store import new_file_store_commit
 
 from ... import options as registry
 from ... import storage
-from ...errors import CommitConflictError, SchemaMismatchError, TableNotFoundError, UnsupportedTableError
+from ...errors import CommitConflictError, TableNotFoundError, UnsupportedTableError
 from ...protocol import crashpoints
 from ...protocol.target import CommitReport, CommitTarget, Overwrite
 from ..table import branches, evolution, tables
-from . import hooks, identity, intents, key_ranges
-from ..files.datafiles import StagedFile, encode_message, encoding_key, place, table_path_of
+from . import hooks, identity, intents
+from .checks import bucket_check_base, check_bucket_counts, check_schema_ids
+from .durable import DurableForm
+from .messages import Publications, bucket_messages, discard_merge, with_index, with_merge
+from ..files.datafiles import StagedFile, place, table_path_of
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +41,10 @@ class TableSpec:
         registry.check_honoured(self.options, primary_keys=self.primary_keys, complete=True)
 
 
-class PaimonTarget(CommitTarget[StagedFile]):
+class PaimonTarget(DurableForm, CommitTarget[StagedFile]):
+    """A table directory as the protocol's target; its committables' durable form (`encode`,
+    `decode`) comes from `DurableForm`."""
+
     def __init__(self, path: str, create: TableSpec | None = None, fs_options: dict | None = None,
                  branch: str | None = None, table=None):
         """`table`: the table as the job's planning opened it (None: opened on first use)."""
@@ -165,73 +166,6 @@ class PaimonTarget(CommitTarget[StagedFile]):
             return bool(table.total_buckets and table.total_buckets > 0)
         return self.create is not None and int(self.create.options.get("bucket", "-1")) > 0
 
-    def _bucket_check_base(self, table, commit_user: str, identifier: int, check_from: int,
-                           files: Sequence[StagedFile], latest: Snapshot | None,
-                           buckets: int | None = None) -> tuple[int, bool]:
-        """The snapshot pypaimon's fixed-bucket check starts from, after checking the snapshots
-        since `check_from` here: a checkpoint planned while its predecessors were still being
-        committed (pipelined) has them, and the compactions after them, in between. Those are
-        not conflicts: its sequence numbers continue above theirs. Any other writer's files in
-        its buckets are. Only this checkpoint's committer commits for its user, so nothing of
-        ours lands after `latest`: pypaimon checks from there (and again on each retry).
-        Also whether no file those snapshots added to the commit's partitions has a bucket count
-        other than `buckets` (a rescale writes a partition anew, not always into our buckets).
-        Primary-key tables: another writer's appended files whose key range does not meet this
-        commit's in that bucket are no conflict (`key_ranges`: its keys' older versions all lie
-        below this commit's sequence numbers, and the other writer holds none of them)."""
-        if latest is None or latest.id <= check_from:
-            return check_from, True
-        merged_on_write = hooks.merge_on_write is not None and hooks.merge_on_write.enabled(table)
-        owners = {(tuple(f.partition), f.bucket) for f in files}
-        partitions = {p for p, _ in owners}
-        # Primary-key tables: another writer's APPEND files in our buckets whose keys do not meet
-        # ours there are no conflict (key_ranges); table without key: any file is.
-        ours = (key_ranges.ranges_by_bucket((f.partition, f.bucket, f.meta) for f in files if not f.changelog)
-                if table.is_primary_key_table else None)
-        where = f"Commit {identifier} of {commit_user} to {self.path}"
-        same_counts = True
-        manager = table.snapshot_manager()
-        manifests = None
-        for snapshot_id in range(check_from + 1, latest.id + 1):
-            snapshot = manager.get_snapshot_by_id(snapshot_id)
-            if snapshot is None:
-                raise CommitConflictError(
-                    f"Commit {identifier} of {commit_user} to {self.path} cannot check for other writers in its "
-                    f"buckets: snapshot {snapshot_id} (after snapshot {check_from}, which its sequence numbers "
-                    "were planned on) has expired. Keep snapshots longer than a batch may stay pending.",
-                    table=self.path, commit_user=commit_user, identifier=identifier, snapshot=snapshot_id)
-            if snapshot.commit_kind == "COMPACT":
-                continue  # keeps sequence numbers; the commit's own check skips them too (paimon.commit.file_store)
-            if (snapshot.commit_user == commit_user and snapshot.commit_identifier < identifier
-                    and (snapshot.commit_kind == "APPEND" or (merged_on_write and snapshot.commit_kind == "OVERWRITE"))):
-                continue  # an earlier batch of this checkpoint (merged on write: an OVERWRITE, as Paimon's)
-            if manifests is None:
-                from pypaimon.manifest.manifest_file_manager import ManifestFileManager
-                from pypaimon.manifest.manifest_list_manager import ManifestListManager
-                manifests = ManifestListManager(table), ManifestFileManager(table)
-            for meta in manifests[0].read_delta(snapshot):
-                for entry in manifests[1].read(meta.file_name, file_size=meta.file_size):
-                    if entry.kind != 0:
-                        continue
-                    if entry.total_buckets != buckets and tuple(entry.partition.values) in partitions:
-                        same_counts = False
-                    if (tuple(entry.partition.values), entry.bucket) in owners:
-                        if ours is not None and snapshot.commit_kind == "APPEND":
-                            conflict = key_ranges.check_added(entry, snapshot, ours, where, check_from,
-                                                              table=self.path, commit_user=commit_user,
-                                                              identifier=identifier)
-                            if conflict is None:
-                                continue
-                            raise conflict
-                        raise CommitConflictError(
-                            f"Commit {identifier} of {commit_user} to {self.path} conflicts with a concurrent "
-                            f"change: snapshot {snapshot_id} ({snapshot.commit_user!r}) added files to partition "
-                            f"{tuple(entry.partition.values)}, bucket {entry.bucket} after snapshot {check_from}, "
-                            "which this commit's sequence numbers were planned on. Paimon allows one writer "
-                            "per bucket.", table=self.path, commit_user=commit_user, identifier=identifier,
-                            snapshot=snapshot_id)
-        return latest.id, same_counts
-
     def found_landed(self, commit_user: str, identifier: int) -> None:
         """Its commit may have died between the snapshot and the derived metadata: refreshed now."""
         if hooks.iceberg is None or self.branch is not None:
@@ -260,12 +194,12 @@ class PaimonTarget(CommitTarget[StagedFile]):
             # from here on leaves extra nullable columns, and the retry finds them in place.
             table = self.table(refresh=True)
             crashpoints.reached("schema-written")
-        self._check_schema_ids(table, files)
+        check_schema_ids(table, files)
         hooks.check_derived(table, self.branch)
         latest = table.snapshot_manager().get_latest_snapshot()
         fixed = table.total_buckets if table.total_buckets and table.total_buckets > 0 else None
         if fixed:
-            self._check_bucket_counts(table, files, fixed, commit_user, identifier)
+            check_bucket_counts(table, self.path, files, fixed, commit_user, identifier)
         planned = identifier in self._check_from
         check_from = self._check_from.pop(identifier) if planned else self.bucket_check_from
         uniform = self._uniform.pop(identifier, None) if planned else self.uniform_buckets
@@ -299,8 +233,8 @@ class PaimonTarget(CommitTarget[StagedFile]):
                 raise conflict
         counts_at = None
         if check_from is not None and files:  # before anything moves: a conflict leaves files staged
-            check_from, same_counts = self._bucket_check_base(table, commit_user, identifier, check_from, files,
-                                                              latest, fixed)
+            check_from, same_counts = bucket_check_base(table, self.path, commit_user, identifier, check_from,
+                                                        files, latest, fixed)
             # Every file had the count this commit writes when it was planned, none since has
             # another: pypaimon's bucket-count check holds without reading the partitions' files.
             if same_counts and uniform == fixed and overwrite is None:
@@ -336,11 +270,11 @@ class PaimonTarget(CommitTarget[StagedFile]):
         place(table, committed)
         crashpoints.reached("files-placed")
 
-        messages = _messages(committed, fixed, check_from)
+        messages = bucket_messages(committed, fixed, check_from)
         if index:
-            _with_index(messages, index)
+            with_index(messages, index)
         if merged is not None:
-            _with_merge(messages, merged, fixed, check_from)
+            with_merge(messages, merged, fixed, check_from)
         data = [f for f in files if not f.changelog]
         rows = sum(f.row_count for f in data)
         size = sum(f.file_size for f in data)
@@ -350,7 +284,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
 
         file_store_commit = new_file_store_commit(table, commit_user, bucket_counts_at=counts_at)
         file_store_commit.guard = guard
-        attempts = _Publications(file_store_commit)
+        attempts = Publications(file_store_commit)
         crashpoints.reached("before-snapshot")
         try:
             if overwrite is not None:
@@ -360,21 +294,21 @@ class PaimonTarget(CommitTarget[StagedFile]):
                 else:
                     target_table = table.copy({"dynamic-partition-overwrite": "false"})
                 file_store_commit = new_file_store_commit(target_table, commit_user)
-                attempts = _Publications(file_store_commit)
+                attempts = Publications(file_store_commit)
                 partition = {} if overwrite.partitions is None else dict(overwrite.partitions[0])
                 file_store_commit.overwrite(partition, messages, identifier, props)
             elif messages or self.empty_commits or merged is not None:
                 if not messages:
                     empty_ok = table.copy({"snapshot.ignore-empty-commit": "false"})
                     file_store_commit = new_file_store_commit(empty_ok, commit_user)
-                    attempts = _Publications(file_store_commit)
+                    attempts = Publications(file_store_commit)
                 file_store_commit.commit(messages, identifier, props)
         except CommitConflictError as exc:
             exc.identifier = identifier
             if index:  # definitely not committed: its index files are referenced by nothing
                 index_writer.abort()
             if merged is not None:
-                _discard_merge(table, merged)
+                discard_merge(table, merged)
             raise
         finally:
             file_store_commit.close()
@@ -406,27 +340,6 @@ class PaimonTarget(CommitTarget[StagedFile]):
         if getattr(self, "maintenance", True) and self.branch is None:
             hooks.maintenance.after_commit(self.path, table, report, self.fs_options)
         return report
-
-    def _check_bucket_counts(self, table, files: Sequence[StagedFile], fixed: int, commit_user: str,
-                             identifier: int) -> None:
-        """Files are bucketed for the count of the schema they were written with. If the table's
-        count changed since (ALTER ... SET ('bucket'), a rescale), their keys are in the wrong
-        buckets for it, even where pypaimon's check finds the partition rescaled or empty."""
-        for schema_id in {f.meta.schema_id for f in files} - {table.table_schema.id}:
-            schema = table.schema_manager.get_schema(schema_id)
-            written = int((schema.options if schema else {}).get("bucket", fixed))
-            if written != fixed:
-                raise CommitConflictError(
-                    f"Commit {identifier} of {commit_user} to {self.path} refused: its files were bucketed for "
-                    f"{written} buckets (schema {schema_id}), and the table now has {fixed}: its `bucket` option "
-                    "changed while the write ran. Write again: it plans for the new count. Nothing was committed.",
-                    table=self.path, commit_user=commit_user, identifier=identifier)
-
-    def _check_schema_ids(self, table, files: Sequence[StagedFile]) -> None:
-        for f in files:
-            if f.meta.schema_id > table.table_schema.id:
-                raise SchemaMismatchError(f"{f.meta.file_name} has schema id {f.meta.schema_id} "
-                                          f"newer than the table's {table.table_schema.id}")
 
     # -- discard / restore -------------------------------------------------
     def discard(self, committables: Sequence[StagedFile], include_placed: bool = True) -> int:
@@ -461,155 +374,7 @@ class PaimonTarget(CommitTarget[StagedFile]):
                 missing.append(f.staged_path or final)
         return missing
 
-    # -- durable form ------------------------------------------------------
-    def _partition_fields(self):
-        table = self.table()
-        if table is not None:
-            return table.partition_keys_fields
-        fields = self._planned_fields()
-        return [fields[k] for k in self.create.partition_keys]
-
-    def _key_fields(self):
-        """The fields of a key-value file's min/max key (the primary key minus partition
-        columns); None for tables without a primary key."""
-        table = self.table()
-        if table is not None:
-            return table.trimmed_primary_keys_fields or None
-        if not self.create.primary_keys:
-            return None
-        from pypaimon.schema.data_types import PyarrowFieldParser
-        fields = {f.name: f for f in PyarrowFieldParser.to_paimon_schema(self.create.schema)}
-        return [fields[k] for k in self.create.primary_keys if k not in self.create.partition_keys]
-
-    def _planned_fields(self) -> dict:
-        from pypaimon.schema.data_types import PyarrowFieldParser
-        return {f.name: f for f in PyarrowFieldParser.to_paimon_schema(self.create.schema)}
-
-    _ENCODED_KEPT = 4096  # encoded messages remembered: a stream saves the same files' state every batch
-
-    def encode(self, committable: StagedFile) -> dict:
-        # pypaimon's own serializer; a changelog file travels as the message's changelog file.
-        # A file's description changes only with its level or schema (evolution at commit): one
-        # encoding per file, level and schema, kept here and on the file (made by its task).
-        key = encoding_key(committable)
-        encoded = self.__dict__.setdefault("_encoded", {})
-        message = encoded.get(key)
-        if message is None:
-            carried = committable.encoded
-            message = carried[1] if carried is not None and carried[0] == key else \
-                encode_message(committable, self._partition_fields())
-            if len(encoded) >= self._ENCODED_KEPT:
-                encoded.pop(next(iter(encoded)))
-            encoded[key] = message
-        out = {"paimon_commit_message_v": MESSAGE_VERSION, "message": message,
-               "staged_path": committable.staged_path}
-        if committable.schema is not None and not self._has_schema(committable.schema):
-            # A restore must be able to write it (table/evolution.py); once the table has it, the
-            # schema id alone says it (streams keep planning with it for the query's life).
-            out["table_schema"] = evolution.schema_to_json(committable.schema)
-        return out
-
-    def _has_schema(self, schema) -> bool:
-        """Does the table hold `schema` (same id, same columns)? Remembered once true."""
-        known = self.__dict__.setdefault("_schemas_in_table", set())
-        if schema.id not in known:
-            from pypaimon.schema.schema_manager import SchemaManager
-            existing = SchemaManager(self.file_io, self.path, self.branch or "main").get_schema(schema.id)
-            if existing is None or not evolution.same_columns(existing, schema):
-                return False
-            known.add(schema.id)
-        return True
-
-    def decode(self, data: dict) -> StagedFile:
-        message = deserialize_commit_message(base64.b64decode(data["message"]), self._partition_fields(),
-                                             self._key_fields(),
-                                             version=int(data["paimon_commit_message_v"]))
-        schema = data.get("table_schema")
-        changelog = not message.new_files and bool(message.changelog_files)
-        staged = StagedFile(partition=tuple(message.partition), bucket=message.bucket,
-                            meta=(message.changelog_files if changelog else message.new_files)[0],
-                            staged_path=data.get("staged_path"),
-                            schema=evolution.schema_from_json(schema) if schema else None, changelog=changelog)
-        if int(data["paimon_commit_message_v"]) == MESSAGE_VERSION:  # saved again as it came
-            staged.encoded = (encoding_key(staged), data["message"])
-        return staged
-
 
 def is_dynamic(table) -> bool:
     """A dynamic-bucket primary-key table (`bucket=-1`): keys find their bucket in a hash index."""
     return bool(table.is_primary_key_table) and int(table.table_schema.options.get("bucket", "-1")) == -1
-
-
-def _with_index(messages: list[CommitMessage], index: dict) -> None:
-    """Each bucket's new hash index file (and the one it replaces) on that bucket's message."""
-    by_bucket = {(tuple(m.partition), m.bucket): m for m in messages}
-    for key, (adds, deletes) in index.items():
-        message = by_bucket.get(key)
-        if message is None:
-            message = CommitMessage(partition=key[0], bucket=key[1], new_files=[])
-            messages.append(message)
-        message.index_adds = list(adds)
-        message.index_deletes = list(deletes)
-
-
-def _with_merge(messages: list[CommitMessage], merged, total_buckets: int | None,
-                check_from: int | None) -> None:
-    """Add a merge on write's removed table files and deletion-vector index swaps to `messages`."""
-    by_bucket = {(tuple(m.partition), m.bucket): m for m in messages}
-
-    def message(key):
-        if key not in by_bucket:
-            by_bucket[key] = CommitMessage(partition=key[0], bucket=key[1], new_files=[],
-                                           total_buckets=total_buckets, check_from_snapshot=check_from)
-            messages.append(by_bucket[key])
-        return by_bucket[key]
-
-    for f in merged.removed:
-        message((tuple(f.partition), f.bucket)).deleted_files.append(f.meta)
-    for key, (adds, deletes) in merged.index.items():
-        m = message(key)
-        m.index_adds = list(m.index_adds) + list(adds)
-        m.index_deletes = list(m.index_deletes) + list(deletes)
-
-
-def _discard_merge(table, merged) -> None:
-    """A merge whose commit definitely failed: its placed runs and index files are nobody's."""
-    file_io = table.file_io
-    for f in merged.created():  # the write's own files stay with the protocol (kept or discarded)
-        file_io.delete_quietly(table_path_of(table, f))
-        if f.staged_path:
-            file_io.delete_quietly(f.staged_path)
-    for path in merged.index_paths:
-        file_io.delete_quietly(path)
-    merged.forget_staging()
-
-
-def _messages(files: Sequence[StagedFile], total_buckets: int | None = None,
-              check_from: int | None = None) -> list[CommitMessage]:
-    grouped: dict[tuple, tuple[list, list]] = {}
-    for f in files:
-        data, changelog = grouped.setdefault((tuple(f.partition), f.bucket), ([], []))
-        (changelog if f.changelog else data).append(f.meta)
-    return [CommitMessage(partition=p, bucket=b, new_files=data, changelog_files=changelog,
-                          total_buckets=total_buckets, check_from_snapshot=check_from)
-            for (p, b), (data, changelog) in grouped.items()]
-
-
-class _Publications:
-    """A commit's snapshot publication attempts (1 + retries after lost races), and the
-    snapshot it published: the commit's outcome without reading the table again."""
-
-    def __init__(self, file_store_commit: FileStoreCommit):
-        self.count = 0
-        self.snapshot: Snapshot | None = None
-        inner = file_store_commit.snapshot_commit
-        original = inner.commit
-
-        def counting(base_snapshot_uuid, snapshot, *args, **kwargs):
-            self.count += 1
-            published = original(base_snapshot_uuid, snapshot, *args, **kwargs)
-            if published:
-                self.snapshot = snapshot
-            return published
-
-        inner.commit = counting

@@ -109,7 +109,7 @@ def enabled(table) -> bool:
     """Whether commits into `table` are merged on write: primary-key tables with deletion vectors,
     but for postpone buckets (bucket=-2), whose writers add plain postpone files that readers skip;
     the compaction assigning them to buckets merges them (`paimon.compaction.postpone`)."""
-    from ..keyed.layout import POSTPONE_BUCKET
+    from ..keyed.rules import POSTPONE_BUCKET
     return (table.is_primary_key_table and bool(table.options.deletion_vectors_enabled())
             and table.total_buckets != POSTPONE_BUCKET)
 

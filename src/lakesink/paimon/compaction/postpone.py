@@ -47,7 +47,8 @@ from ... import options as registry, storage
 from ...errors import UnsupportedTableError
 from ..files.datafiles import StagedFile, TableLayout
 from ..files.keyhash import bucket_ids
-from ..keyed.layout import POSTPONE_BUCKET, SEQUENCE, KeyedSpec, kv_schema
+from ..keyed.layout import SEQUENCE, KeyedSpec, kv_schema
+from ..keyed.rules import POSTPONE_BUCKET
 from ..keyed.lsm_policy import LsmOptions, age_order
 from ..keyed.merge_engines import FILE_RANK, merge
 from . import lsm

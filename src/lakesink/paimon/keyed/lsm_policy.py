@@ -186,7 +186,7 @@ def _level(run: list[StagedFile]) -> int:
 
 def check_compactable(table) -> None:
     """Refuse primary-key tables lakesink cannot compact, naming the option."""
-    from .layout import MERGE_ENGINES, check_keyed_table
+    from .rules import MERGE_ENGINES, check_keyed_table
     check_keyed_table(table, None)  # Parquet only; options lakesink honours (deletion vectors: where it merges them)
     engine = str(table.table_schema.options.get("merge-engine", "deduplicate")).strip().lower()
     if engine not in MERGE_ENGINES:

@@ -18,7 +18,7 @@ import dataclasses
 import re
 import uuid
 
-from .layout import POSTPONE_BUCKET
+from .rules import POSTPONE_BUCKET
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 

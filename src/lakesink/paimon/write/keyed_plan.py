@@ -15,7 +15,8 @@ from ...errors import ConfigurationError, UnsupportedTableError
 from ...options import WriteOptions
 from .. import iceberg
 from ..files.datafiles import TableLayout
-from ..keyed.layout import KeyedSpec, check_aggregate_types, check_keyed_table, is_keyed_table, sequences_and_buckets
+from ..keyed.layout import KeyedSpec, is_keyed_table, sequences_and_buckets
+from ..keyed.rules import check_aggregate_types, check_keyed_table
 from ..table.publish import publication_kind
 from .batch import NOT_OPENED, check_options_match, check_types, open_for_write, plan_layout
 from ..commit.target import PaimonTarget, TableSpec
