@@ -77,3 +77,37 @@ def test_a_merge_reads_only_the_target_files_in_the_sources_key_range(spark, tab
     assert (report.rows_updated, report.rows_inserted) == (5, 0)
     rows = {r["id"]: r["v"] for r in read_table(table_path).to_pylist()}
     assert len(rows) == 200 and rows[1002] == "new1002" and rows[1001] == "b" and rows[2] == "a"
+
+
+def test_statements_narrow_the_merge_to_keys_some_version_matches_and_act_on_the_last_version(spark, table_path):
+    """A DELETE / UPDATE / MERGE merges only the keys one of whose stored versions its condition
+    picks; what it acts on is still each key's last version: a key whose older version matches
+    and last does not stays, and the reverse is acted on."""
+    _write(spark, table_path, [(i, "old-hit" if i % 2 else "old-miss", "d", "x") for i in range(40)],
+           primary_key=["id"], options={"bucket": "2"})
+    _write(spark, table_path, [(i, "new-miss" if i % 2 else "new-hit", "d", "x") for i in range(20)])
+    # Keys 0..19: odd ones had a matching older version only; even ones match now. 20..39: one version.
+    picked = []
+    table = open_table(table_path)
+    planned = scan.plan_snapshot(table, table.snapshot_manager().get_latest_snapshot())
+    narrowed = keyed_read.read_merged(spark, table, planned, spark_schema(table), narrow=lambda versions: (
+        picked.append(1), versions.where("v LIKE '%-hit'"))[1])
+    assert picked and "BroadcastHashJoin" in narrowed._jdf.queryExecution().executedPlan().toString()
+    assert sorted(r["id"] for r in narrowed.where("v LIKE '%-hit'").collect()) == \
+        sorted([*range(0, 20, 2), *range(21, 40, 2)])
+
+    report = lakesink.delete(spark, table_path, where="v = 'new-hit'")
+    assert report.rows_deleted == 10
+    lakesink.update(spark, table_path, set={"v": "'updated'"}, where="v = 'old-hit'")
+    source = spark.createDataFrame([(i, "merged", "d", "x") for i in range(0, 40, 3)], SCHEMA)
+    # Keys 1..19 odd hold an old-hit version under their last (new-miss): no match, so inserted.
+    report = (lakesink.merge(spark, table_path, source, on="t.id = s.id AND t.v = 'old-hit'")
+              .when_matched_update(set={"v": "s.v"})
+              .when_not_matched_insert(values={"id": "s.id", "v": "'inserted'", "dt": "s.dt", "op": "s.op"})
+              .execute())
+    assert (report.rows_updated, report.rows_inserted) == (0, 14)
+    expected = {i: "new-miss" for i in range(1, 20, 2)}
+    expected.update({i: "updated" if i % 2 else "old-miss" for i in range(20, 40)})
+    expected.update({i: "inserted" for i in range(0, 40, 3)})
+    got = {r["id"]: r["v"] for r in read_table(table_path).to_pylist()}
+    assert got == expected

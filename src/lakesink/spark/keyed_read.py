@@ -49,9 +49,12 @@ def _age_ranks(planned: scan.PlannedScan) -> dict[str, int]:
     return ranks
 
 
-def read_merged(spark, table, planned: scan.PlannedScan, schema):
+def read_merged(spark, table, planned: scan.PlannedScan, schema, narrow=None):
     """The table's rows in `planned` (its snapshot's files) as a DataFrame of `schema` (the
-    table's Spark schema), each key's last version, retractions dropped."""
+    table's Spark schema), each key's last version, retractions dropped.
+
+    `narrow(versions)`, given every stored version (the table's columns), keeps those a statement
+    may act on: only the keys of the versions it keeps are merged (`_narrowed`)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -69,10 +72,27 @@ def read_merged(spark, table, planned: scan.PlannedScan, schema):
         rank_of = F.element_at(F.map_from_arrays(F.array(*[F.lit(n) for n in names]),
                                                  F.array(*[F.lit(ranks[n]) for n in names])),
                                F.col("_metadata.file_name"))
+        df = df.select(*columns, F.col(SEQUENCE), F.col(VALUE_KIND), rank_of.alias(_RANK))
+        if narrow is not None:
+            df = _narrowed(df, narrow, table.primary_keys)
         latest = Window.partitionBy(*[F.col(f"`{k}`") for k in table.primary_keys]).orderBy(
             F.col(SEQUENCE).desc(), F.col(_RANK).desc())
-        df = (df.select(*columns, F.col(SEQUENCE), F.col(VALUE_KIND), rank_of.alias(_RANK))
-              .withColumn("lakesink_version", F.row_number().over(latest))
-              .where("lakesink_version = 1"))
+        df = df.withColumn("lakesink_version", F.row_number().over(latest)).where("lakesink_version = 1")
     # A file holds each key once: with one file a bucket there is nothing to merge.
     return df.where(~F.col(VALUE_KIND).isin(*RETRACT_KINDS)).select(*columns)
+
+
+def _narrowed(versions, narrow, keys: list[str]):
+    """`versions` of only the keys some version of which `narrow` keeps. A key whose last version
+    a statement acts on keeps that version, so no such key is lost; merging then needs a
+    shuffle and sort of those keys' versions instead of the whole table's. The keys are
+    broadcast where few enough (they are counted first); otherwise all versions stay."""
+    from pyspark.sql import functions as F
+
+    from . import broadcast
+
+    picked = narrow(versions).select(*[F.col(f"`{k}`") for k in keys]).distinct()
+    width = 16 + 8 * len(keys)  # a key's row in the broadcast relation, roughly
+    if not broadcast.fits(versions.sparkSession, picked.count() * width):
+        return versions
+    return versions.join(F.broadcast(picked), keys, "left_semi")

@@ -31,6 +31,7 @@ from ..protocol import CommitReport
 from .rowlevel_commit import already_committed, commit_keyed, commit_marks, commit_rewrite
 from .rowlevel_statement import (FILE, KIND, POSITION, ROW, SOURCE_SEEN, TARGET_SEEN, analysed, cast_to,
                                  check_assignment, check_columns, open_statement, read_target, true_of)
+from . import broadcast
 from .lineage import COLUMNS as LINEAGE
 from .sqltext import ident, string
 
@@ -97,19 +98,26 @@ class Merge:
         replay = already_committed(stmt)
         if replay is not None:
             return replay
-        source = analysed(f"{_WHAT} source",
-                          lambda: self._source.selectExpr("*", f"true AS {SOURCE_SEEN}")).persist()
+        # Materialised once, so that a non-deterministic source is read one time; a source the
+        # caller persisted already is read from that copy.
+        ours = not self._source.is_cached
+        source = analysed(f"{_WHAT} source", lambda: self._source.selectExpr("*", f"true AS {SOURCE_SEEN}"))
+        if ours:
+            source = source.persist()
         try:
-            source.count()  # materialised once: a non-deterministic source is read one time
+            if ours:
+                source.count()
             plan = _Plan(self, stmt, clauses, source)
             try:
                 if stmt.keyed:
-                    return commit_keyed(stmt, plan.keyed_changes, conjuncts=plan.key_range())
+                    return commit_keyed(stmt, plan.keyed_changes, conjuncts=plan.key_range(),
+                                        narrow=plan.narrow())
                 return plan.rewrite()
             finally:
                 plan.release()
         finally:
-            source.unpersist()
+            if ours:
+                source.unpersist()
 
     def _resolved(self, clause: _Clause, stmt) -> _Clause:
         """Assignments of `*_all` clauses spelled out; column names checked."""
@@ -162,8 +170,23 @@ class _Plan:
         action = (f"CASE WHEN {seen_s} AND {seen_t} THEN {cases('matched')} "
                   f"WHEN {seen_t} THEN {cases('not_matched_by_source')} "
                   f"ELSE {cases('not_matched')} END")
+        if not by_source and broadcast.fits_frame(self.source):
+            # Only target rows some source row matches take part: found by streaming the target
+            # past the broadcast source (no shuffle or sort of the whole target), then joined.
+            target = analysed(f"{_WHAT} on", lambda: target.alias(t).join(
+                F.broadcast(self.source.alias(s)), F.expr(self.m._on), "left_semi"))
         return analysed(f"{_WHAT} on / conditions", lambda: self.source.alias(s).join(
             target.alias(t), F.expr(self.m._on), how).selectExpr("*", f"{action} AS {_ACTION}"))
+
+    def narrow(self):
+        """keyed_read's narrowing: the stored versions the broadcast source matches (None: every
+        target row may take part, or the source is too large to broadcast)."""
+        if any(c.when == "not_matched_by_source" for c in self.clauses) or not broadcast.fits_frame(self.source):
+            return None
+        from pyspark.sql import functions as F
+        s, t = self.m._s, self.m._t
+        return lambda versions: versions.alias(t).join(F.broadcast(self.source.alias(s)), F.expr(self.m._on),
+                                                       "left_semi")
 
     def key_range(self) -> list:
         """Filters keeping the target's files to the source's range of each key or partition

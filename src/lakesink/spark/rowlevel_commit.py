@@ -36,9 +36,9 @@ def finish(report: CommitReport, counts: dict) -> CommitReport:
 
 
 def commit_keyed(stmt: Statement, build_changes, condition: str | None = None,
-                 conjuncts: list | None = None) -> CommitReport:
+                 conjuncts: list | None = None, narrow=None) -> CommitReport:
     """Plan the keyed write, read the target at its base snapshot (its files pruned by
-    `condition` and `conjuncts`, as read_target), write `build_changes(target)` (table columns +
+    `condition` and `conjuncts`, its merge narrowed by `narrow`, as read_target), write `build_changes(target)` (table columns +
     `KIND`) as key-value files, commit one snapshot."""
     from ..paimon.write.keyed_plan import prepare_keyed_target
     from ..paimon.write.batch import BatchWrite
@@ -62,7 +62,8 @@ def commit_keyed(stmt: Statement, build_changes, condition: str | None = None,
     if job.already_committed():
         return CommitReport(job.commit_user, job.identifier, skipped_replay=True)
     base = target.bucket_check_from or None  # the snapshot the sequence numbers continue from
-    changes = build_changes(read_target(stmt, condition, snapshot_id=base, conjuncts=conjuncts))
+    changes = build_changes(read_target(stmt, condition, snapshot_id=base, conjuncts=conjuncts,
+                                        narrow=narrow))
     written = [f"{KIND} AS {ident(c)}" if c == kind else ident(c) for c in stmt.columns]
     changes = changes.selectExpr(*written, *([] if stored else [f"{KIND} AS {ident(kind)}"])).persist()
     files = []

@@ -121,13 +121,14 @@ def open_statement(spark, name: str, commit_user, commit_identifier, what: str) 
 # ---------------------------------------------------------------- reading the target
 
 def read_target(stmt: Statement, condition: str | None = None, snapshot_id: int | None = None,
-                conjuncts: list | None = None):
+                conjuncts: list | None = None, narrow=None):
     """The target's rows at `snapshot_id` (default: latest) as a DataFrame, with `ROW` (and, for
     append tables, `FILE`); only the files `condition`'s simple conjuncts and `conjuncts` may
     match (append tables: the candidates, which `stmt.candidates` lists by file name; keyed
     tables: files are pruned by partition and key only, as pypaimon's scan does, so a newer
     version of a row is never left out). Rows outside them may remain: callers apply the
-    whole condition to the rows."""
+    whole condition to the rows. Keyed tables: `narrow` as in keyed_read.read_merged (by
+    default, the versions `condition` holds for)."""
     from pyspark.sql import functions as F
 
     from ..paimon.read import scan
@@ -151,7 +152,9 @@ def read_target(stmt: Statement, condition: str | None = None, snapshot_id: int 
             df = stmt.spark.createDataFrame([], schema)
         elif not keyed_read.blockers(table, planned):
             # Spark merges the key-value files itself and reads only the columns the plan uses.
-            df = keyed_read.read_merged(stmt.spark, table, planned, schema)
+            if narrow is None and condition:
+                narrow = lambda versions: versions.where(condition)  # noqa: E731
+            df = keyed_read.read_merged(stmt.spark, table, planned, schema, narrow=narrow)
         else:
             from .read import read
             df = read(stmt.spark, stmt.path, snapshot=snapshot.id, options=stmt.fs_options or None)
