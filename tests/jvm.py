@@ -6,9 +6,11 @@ settings cut a driver's start and first job roughly in half on two cores:
 
 - `-XX:TieredStopAtLevel=1 -XX:+UseSerialGC`: the quick compiler only, the simplest collector;
 - a class-data-sharing archive of the classes a driver loads (`-XX:SharedArchiveFile`), dumped
-  once per machine by one crash-harness driver run (`-XX:ArchiveClassesAtExit`), keyed by the
-  Java runtime and Spark's jars. Where it cannot be made (no base archive in a jlinked runtime,
-  say) the drivers start without it; the JVM also ignores an archive whose class path differs.
+  once per checkout by one crash-harness driver run (`-XX:ArchiveClassesAtExit`) before the tests
+  start (~25 s: the run's first minutes start a dozen drivers, which would otherwise start
+  without it), keyed by the Java runtime and Spark's jars. Where it cannot be made (no base
+  archive in a jlinked runtime, say) the drivers start without it; the JVM also ignores an
+  archive whose class path differs.
 
 `configure()` puts them in `SPARK_SUBMIT_OPTS`, which Spark's launcher adds to every driver
 JVM started in client mode: the test processes' own sessions and every child they start.
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -43,24 +44,29 @@ def _archive_path() -> Path:
 
 
 def _dump_archive(archive: Path) -> None:
-    """Start, in the background, one native-path crash-harness driver run over two tiny files
-    that dumps its classes at exit (`python -m tests.jvm` waits for its JVM, which writes the
-    archive as it exits) and then moves the archive into place in one rename: JVMs started
-    before that start without it."""
+    """Run one native-path crash-harness driver over two tiny files that dumps its classes at
+    exit (`python -m tests.jvm` waits for its JVM, which writes the archive as it exits), then
+    move the archive into place in one rename (another checkout's run may be dumping too)."""
     from tests.crash.harness import make_source
 
     work = Path(tempfile.mkdtemp(prefix="lakesink-jvm-archive-"))
-    make_source(work / "source", files=2, rows_per_file=5)
     partial = archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
-    env = dict(os.environ, SPARK_SUBMIT_OPTS=f"{FLAGS} {QUIET} -XX:ArchiveClassesAtExit={partial}",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    driver = [sys.executable, "-m", "tests.jvm", "--path", str(work / "t"), "--checkpoint", str(work / "chk"),
-              "--source", str(work / "source"), "--mode", "native"]
-    script = (f'{" ".join(map(shlex.quote, driver))} && [ -s {shlex.quote(str(partial))} ] && '
-              f'mv {shlex.quote(str(partial))} {shlex.quote(str(archive))}; '
-              f'rm -rf {shlex.quote(str(partial))} {shlex.quote(str(work))}')
-    subprocess.Popen(["sh", "-c", script], env=env, cwd=REPO, stdin=subprocess.DEVNULL,
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        make_source(work / "source", files=2, rows_per_file=5)
+        env = dict(os.environ, SPARK_SUBMIT_OPTS=f"{FLAGS} {QUIET} -XX:ArchiveClassesAtExit={partial}",
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+        driver = [sys.executable, "-m", "tests.jvm", "--path", str(work / "t"), "--checkpoint",
+                  str(work / "chk"), "--source", str(work / "source"), "--mode", "native"]
+        print("tests: dumping the Spark drivers' class-data archive (once per checkout)", file=sys.stderr, flush=True)
+        done = subprocess.run(driver, env=env, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=300)
+        if done.returncode == 0 and partial.exists() and partial.stat().st_size > 0:
+            partial.replace(archive)
+    except (OSError, subprocess.SubprocessError):
+        pass  # the drivers start without it
+    finally:
+        partial.unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def configure() -> str:
