@@ -99,11 +99,7 @@ def test_a_dv_table_java_wrote_is_continued_by_lakesink_and_again_by_java(spark,
     _apply(expected, native)
     assert _read_every_way(spark, java_paimon, path, tmp_path, False) == expected
 
-    again = [["+I", [i, f"x{i}"]] for i in range(0, 100, 11)] + [["-D", [5, None]]]
-    java_paimon.replay({"columns": COLUMNS, "primary_key": ["id"], "partition": [], "options": {},
-                        "continue": True, "batches": [again]}, path, tmp_path / "replay2")
-    _apply(expected, [(i, f"x{i}", "+I") for i in range(0, 100, 11)] + [(5, None, "-D")])
-    assert _read_every_way(spark, java_paimon, path, tmp_path, False) == expected
+    _java_continues(spark, java_paimon, path, tmp_path, expected)
 
 
 def test_java_reads_a_partial_update_dv_table_lakesink_merged(spark, java_paimon, tmp_path):
@@ -256,6 +252,12 @@ def test_a_dv_table_java_wrote_compacted_by_lakesink_is_read_and_continued_by_ja
     assert not vectors and {level for level, _ in files} == {5}
     assert _read_every_way(spark, java_paimon, path, tmp_path, False) == expected
 
+    _java_continues(spark, java_paimon, path, tmp_path, expected)
+
+
+def _java_continues(spark, java_paimon, path: str, tmp_path, expected: dict) -> None:
+    """Java's writer continues the table (inserts over its lookup of the levels, a delete), and
+    every reader reads its changes."""
     again = [["+I", [i, f"x{i}"]] for i in range(0, 100, 11)] + [["-D", [5, None]]]
     java_paimon.replay({"columns": COLUMNS, "primary_key": ["id"], "partition": [], "options": {},
                         "continue": True, "batches": [again]}, path, tmp_path / "replay2")
