@@ -1,4 +1,4 @@
-"""Run lakesink's benchmarks: `./dev bench [write|stream|read|commit|aggregate|keyed|keyed-modes|keyed-stream|lsm|s3|scale|jdbc|merge|features|all] [--quick]`.
+"""Run lakesink's benchmarks: `./dev bench [write|stream|read|commit|aggregate|keyed|keyed-modes|bootstrap|keyed-stream|lsm|s3|scale|jdbc|merge|features|all] [--quick]`.
 
 Every figure is a ratio measured side by side in the same run (medians of
 interleaved repeats), because these machines are noisy.
@@ -26,6 +26,8 @@ SUITES = {
                                 "stage_batches": 50},
             {"batches": 24, "rows": 500, "keys": 10_000, "checkpoints": (12, 24), "scan_repeats": 1,
              "stage_batches": 6}),
+    "bootstrap": ("bench.bench_bootstrap", {"keys": 10_000_000, "rows": 1_000, "repeats": 3},
+                  {"keys": 200_000, "rows": 1_000, "repeats": 1}),
     "keyed-stream": ("bench.bench_keyed_stream", {"seconds": 20, "rounds": 4}, {"seconds": 20, "rounds": 1}),
     "s3": ("bench.bench_s3", {"rows": 5_000_000, "repeats": 3}, {"rows": 200_000, "repeats": 1}),
     "scale": ("bench.bench_scale", {}, {"task_counts": (1, 4), "files_per_task": 100, "partitions": (10, 1_000)}),
@@ -37,7 +39,7 @@ SUITES = {
     "jdbc": ("bench.bench_jdbc", {"rows": 1_000_000, "repeats": 3, "batches": 40},
              {"rows": 100_000, "repeats": 1, "batches": 6}),
 }
-NEEDS_SPARK = {"write", "stream", "read", "keyed", "keyed-modes", "keyed-stream", "lsm", "s3", "jdbc", "merge"}
+NEEDS_SPARK = {"write", "stream", "read", "keyed", "keyed-modes", "bootstrap", "keyed-stream", "lsm", "s3", "jdbc", "merge"}
 
 
 def main(argv=None) -> int:
