@@ -15,6 +15,13 @@ settings cut a driver's start and first job roughly in half on two cores:
 `configure()` puts them in `SPARK_SUBMIT_OPTS`, which Spark's launcher adds to every driver
 JVM started in client mode: the test processes' own sessions and every child they start.
 Semantics do not change, only start-up cost. `LAKESINK_TEST_FAST_JVM=0` turns it off.
+
+The default run also has Spark evaluate expressions interpreted instead of generating and
+compiling Java for every query (`spark.sql.codegen.factoryMode=NO_CODEGEN`, whole-stage code
+generation off, as a `-D` Spark property every driver's conf picks up): the tests' queries are
+many and their data tiny, so compiling costs more than it saves (a quarter of a Spark-bound
+module's CPU). Both modes compute the same results (Spark's own suites run in each);
+`./dev full` runs with code generation (`LAKESINK_TEST_CODEGEN=1`).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from pathlib import Path
 
 FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+INTERPRETED = "-Dspark.sql.codegen.factoryMode=NO_CODEGEN -Dspark.sql.codegen.wholeStage=false"
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -82,6 +90,8 @@ def configure() -> str:
         _dump_archive(archive)
     # A missing archive is no error (`-Xshare:auto`): the first drivers start without it.
     opts = f"{FLAGS} {QUIET} -XX:SharedArchiveFile={archive}"
+    if os.environ.get("LAKESINK_TEST_CODEGEN", "0") != "1":
+        opts += f" {INTERPRETED}"
     os.environ["SPARK_SUBMIT_OPTS"] = opts
     return opts
 
