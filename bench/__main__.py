@@ -1,4 +1,4 @@
-"""Run lakesink's benchmarks: `./dev bench [write|stream|read|commit|aggregate|keyed|keyed-modes|bootstrap|keyed-stream|lsm|s3|scale|jdbc|merge|features|all] [--quick]`.
+"""Run lakesink's benchmarks: `./dev bench [write|stream|read|commit|aggregate|keyed|keyed-modes|bootstrap|keyed-stream|lsm|s3|scale|jdbc|merge|features|iceberg-writer|all] [--quick]`.
 
 Every figure is a ratio measured side by side in the same run (medians of
 interleaved repeats), because these machines are noisy.
@@ -36,6 +36,8 @@ SUITES = {
     "features": ("bench.bench_features", {"rows": 1_000, "keys": 10_000, "rounds": 60, "s3_rounds": 10,
                                           "iceberg_commits": 200},
                  {"rows": 1_000, "keys": 10_000, "rounds": 15, "s3_rounds": 3}),
+    "iceberg-writer": ("bench.bench_iceberg_writer", {"sizes": (10, 1_000, 10_000), "repeats": 5},
+                       {"sizes": (10, 100), "repeats": 1}),
     "jdbc": ("bench.bench_jdbc", {"rows": 1_000_000, "repeats": 3, "batches": 40},
              {"rows": 100_000, "repeats": 1, "batches": 6}),
 }

@@ -18,10 +18,12 @@ Semantics do not change, only start-up cost. `LAKESINK_TEST_FAST_JVM=0` turns it
 
 The default run also has Spark evaluate expressions interpreted instead of generating and
 compiling Java for every query (`spark.sql.codegen.factoryMode=NO_CODEGEN`, whole-stage code
-generation off, as a `-D` Spark property every driver's conf picks up): the tests' queries are
-many and their data tiny, so compiling costs more than it saves (a quarter of a Spark-bound
-module's CPU). Both modes compute the same results (Spark's own suites run in each);
-`./dev full` runs with code generation (`LAKESINK_TEST_CODEGEN=1`).
+generation off) and plan each query once (adaptive execution off), as `-D` Spark properties every
+driver's conf picks up: the tests' queries are many and their data tiny, so compiling and
+re-planning cost more than they save (a quarter to a third of a Spark-bound module's CPU, e.g.
+tests/spark/test_rowlevel.py 93 -> 63 CPU-s). Either way Spark computes the same results (its own
+suites run in each mode); `./dev full` and `./dev soak` run with Spark's defaults, as users' jobs
+do (`LAKESINK_TEST_CODEGEN=1`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from pathlib import Path
 
 FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
-INTERPRETED = "-Dspark.sql.codegen.factoryMode=NO_CODEGEN -Dspark.sql.codegen.wholeStage=false"
+INTERPRETED = ("-Dspark.sql.codegen.factoryMode=NO_CODEGEN -Dspark.sql.codegen.wholeStage=false"
+               " -Dspark.sql.adaptive.enabled=false")
 REPO = Path(__file__).resolve().parents[1]
 
 
