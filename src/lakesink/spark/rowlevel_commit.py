@@ -108,17 +108,26 @@ def commit_rewrite(stmt: Statement, rewritten, touched: list[str], counts: dict)
     done = _without_files(job, touched, counts)
     if done is not None:
         return done
-    files = []
-    try:
+
+    def write(files: list) -> list:
         if stmt.tracks:
             from ..paimon.files.lineage import describe_rewritten
             from .lineage import with_runs
             write_staged(with_runs(rewritten, [FILE], list(stmt.table.partition_keys)), job, lineage=True)
-            files = job.describe_staged(list_parquet_files(job.staging_dir, job.target.fs_options))
-            files = describe_rewritten(files, job.target.file_io)
-        else:
-            write_staged(rewritten, job)
-            files = job.describe_staged(list_parquet_files(job.staging_dir, job.target.fs_options))
+            files[:] = job.describe_staged(list_parquet_files(job.staging_dir, job.target.fs_options))
+            return describe_rewritten(files, job.target.file_io)
+        write_staged(rewritten, job)
+        return job.describe_staged(list_parquet_files(job.staging_dir, job.target.fs_options))
+
+    return _write_and_commit(job, write, counts)
+
+
+def _write_and_commit(job, write, counts: dict) -> CommitReport:
+    """`write(files)` stages the statement's files and returns them (leaving in `files` what it
+    staged before a failure, for the abort to remove); then one snapshot commits them."""
+    files: list = []
+    try:
+        files = write(files)
     except BaseException as exc:
         job.abort(files)
         raise failed_in_spark(exc) from exc
@@ -174,15 +183,14 @@ def commit_marks(stmt: Statement, marked, added, counts: dict) -> CommitReport:
     done = _without_files(job, positions, counts)
     if done is not None:
         return done
-    files = []
-    try:
-        if added is not None:
-            write_staged(added.select(*[ident(c) for c in stmt.columns]), job)
-            files = job.describe_staged(list_parquet_files(job.staging_dir, job.target.fs_options))
-    except BaseException as exc:
-        job.abort(files)
-        raise failed_in_spark(exc) from exc
-    return finish(job.commit(files, report_properties(counts)), counts)
+
+    def write(files: list) -> list:
+        if added is None:
+            return files
+        write_staged(added.select(*[ident(c) for c in stmt.columns]), job)
+        return job.describe_staged(list_parquet_files(job.staging_dir, job.target.fs_options))
+
+    return _write_and_commit(job, write, counts)
 
 
 def already_committed(stmt: Statement) -> CommitReport | None:
