@@ -145,6 +145,44 @@ def test_a_writer_that_publishes_first_while_the_commit_publishes_is_checked_on_
     assert state(path) == {**BASE, 1: "ours", 5: "ours", 20: "other", 21: "other"}
 
 
+def test_a_compaction_that_publishes_while_the_commit_publishes_is_no_conflict_on_the_retry(tmp_path, monkeypatch):
+    """The commit's first attempt needs no base (it only adds level-0 files, planned on the latest
+    snapshot); a compaction of its bucket publishes first. pypaimon's retry builds its base from the
+    first attempt's plus the snapshots between: the compaction's removed files must be found
+    there, not taken for files the commit deletes that were never added."""
+    import lakesink
+    import lakesink.paimon.commit.file_store as file_store
+
+    path = new_table(tmp_path)
+    pypaimon_append(open_table(path), rows(*BASE.items()))
+    pypaimon_append(open_table(path), rows((1, "second"), (30, "second")))
+    target, ours = planned(path, rows((2, "ours"), (31, "ours")))
+    target.uniform_buckets = 1  # every file has the table's bucket count: the first attempt reads no base
+    publish = file_store.atomic_snapshot_commit
+
+    def racing(table):
+        inner = publish(table)
+        original = inner.commit
+
+        def first_loses(*args, **kwargs):
+            if not racing.done:
+                racing.done = True
+                assert lakesink.compact(None, path, progress=False).snapshot_id == 3
+            return original(*args, **kwargs)
+
+        inner.commit = first_loses
+        return inner
+
+    racing.done = False
+    monkeypatch.setattr(file_store, "atomic_snapshot_commit", racing)
+    report = Committer(target, USER).commit(1, ours)
+
+    assert racing.done and report.attempts == 2
+    assert [s.commit_kind for s in snapshots(path)] == ["APPEND", "APPEND", "COMPACT", "APPEND"]
+    assert state(path) == {**BASE, 1: "second", 30: "second", 2: "ours", 31: "ours"}
+    assert leftover_files(path) == set()
+
+
 
 @pytest.mark.interop
 def test_paimons_java_reader_reads_both_writers_files_as_pypaimon_does(tmp_path, java_paimon):

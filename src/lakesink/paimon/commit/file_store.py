@@ -142,16 +142,19 @@ class _CachedBaseEntries:
     adds level-0 files needs no base: only pypaimon's bucket-count check would read it (no
     file to delete, no sorted run to keep apart, no row ids). On any other snapshot (a newer
     one, or a retry after a lost race) the base is read, or built from the snapshots in
-    between, as pypaimon does."""
+    between, as pypaimon does: but never from an attempt whose base was left unread (the
+    files a compaction in between removed would look like files the commit deletes)."""
 
     def __init__(self, inner, table, counts_at: int | None = None):
         self._inner = inner
         self._table = table
         self._counts_at = counts_at
+        self._unread_at: int | None = None  # the snapshot whose base an attempt did not read
 
     def read_all_entries_from_changed_partitions(self, latest_snapshot, commit_entries, index_entries=None):
         if (latest_snapshot is not None and latest_snapshot.id == self._counts_at and commit_entries
                 and not index_entries and all(e.kind == 0 and e.file.level == 0 for e in commit_entries)):
+            self._unread_at = latest_snapshot.id
             return []
         if latest_snapshot is None or not commit_entries or index_entries:
             return self._inner.read_all_entries_from_changed_partitions(latest_snapshot, commit_entries,
@@ -159,6 +162,11 @@ class _CachedBaseEntries:
         from .live_files import live_entries
         changed = self._inner._build_partition_filter_from_changes(commit_entries)  # as pypaimon filters
         return [e for e in live_entries(self._table, latest_snapshot) if changed is None or changed.test(e.partition)]
+
+    def read_incremental_changes(self, from_snapshot, to_snapshot, *args, **kwargs):
+        if from_snapshot is not None and from_snapshot.id == self._unread_at:
+            return None  # pypaimon then reads the new base whole
+        return self._inner.read_incremental_changes(from_snapshot, to_snapshot, *args, **kwargs)
 
     def __getattr__(self, name):
         return getattr(self._inner, name)
