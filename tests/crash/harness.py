@@ -252,7 +252,9 @@ class Case:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("LAKESINK_CRASH", "LAKESINK_FAIL"))}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-        env.setdefault("PYSPARK_PYTHON", sys.executable)
+        # The plain interpreter, not the test sessions' preloading one (tests/python-for-spark): a
+        # driver that lives for a few micro-batches forks too few workers per daemon to repay it.
+        env["PYSPARK_PYTHON"] = sys.executable
         env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         if crash_at or fail_at:
             env["LAKESINK_CRASH_COUNTER"] = str(self.workdir / f"crash-counter-{number:03d}")
@@ -465,13 +467,20 @@ def fail_background_commit(case: "Case", point: str) -> None:
 
 def kill_at_each_summing(case: "Case", points, prefixes) -> Tally:
     """Kill a summing keyed case at each point (after each kill its sums are those of a whole
-    number of batches), restart it once more, and check the final sums: the tally."""
+    number of batches), restart it once more, and check the final sums: the tally. A point
+    "pipelined:..." is killed in a run with commit.mode=pipelined (tests.crash.matrix.PIPELINED)."""
+    from .matrix import PIPELINED
+
+    own = case.commit
     for point in points:
+        case.commit = "pipelined" if point.startswith(PIPELINED) else own
+        point = point.removeprefix(PIPELINED)
         if point.startswith(FAIL):
             fail_background_commit(case, point[len(FAIL):])
         else:
             case.crash(point)
         have = sums_of(read_table(case.table)) if Path(case.table, "snapshot").exists() else {}
         assert have in prefixes, f"after {case.runs[-1].log} the sums are those of no whole number of batches"
+    case.commit = own
     case.finish()
     return case.check_sums(prefixes[-1])

@@ -38,7 +38,7 @@ def run_driver(tmp_path: Path, db, path: str, run: int, env_extra: dict) -> int:
         cmd += ["--option", f"{key}={value}"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LAKESINK_CRASH", "LAKESINK_FAIL"))}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), str(REPO), env.get("PYTHONPATH")]))
-    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env["PYSPARK_PYTHON"] = sys.executable  # plain: see tests/crash/harness.py
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     env.update(env_extra)
     with open(tmp_path / f"run-{run}.log", "wb") as log:

@@ -30,7 +30,7 @@ def test_every_protocol_point_is_killed_on_each_write_path_by_default(path):
 def test_every_chain_names_points_that_exist():
     tables = [matrix.APPEND_CHAINS, matrix.APPEND_SOAK_CHAINS, matrix.KEYED_SUM_CHAINS,
               matrix.KEYED_SUM_SOAK_CHAINS]
-    named = {p.split("@")[0].removeprefix("fail:") for table in tables for points in table.values() for p in points}
+    named = {matrix.point_name(p) for table in tables for points in table.values() for p in points}
     assert named <= set(POINTS), named - set(POINTS)
     assert set(matrix.ELSEWHERE) <= set(POINTS) and not set(matrix.ELSEWHERE) & (
         matrix.killed_by_default()["fast"] & matrix.killed_by_default()["native"])
