@@ -8,7 +8,9 @@ interleaved, medians:
   rows) and on an append table (copy-on-write of the touched files); delta-rs's `merge` on a
   Delta table holding the same rows (its own process: `LAKESINK_DELTA_PYTHON`, which `./dev`
   points at `.venv-delta`, set up with `deltalake`);
-* DELETE of 1% of the rows by a predicate, the same three ways.
+* DELETE of 1% of the rows by a predicate on a non-key column, the same three ways (the changed
+  and inserted rows' amounts lie outside it: lakesink's DELETE, after its MERGE, removes the same
+  rows as delta-rs's on the base table, bar the few the MERGE deleted or updated).
 Peak memory: the Spark JVM's peak resident set (VmHWM, over the whole run) and delta-rs's
 process's peak (ru_maxrss).
 """
@@ -61,7 +63,7 @@ def _changes(spark, rows: int, changes: int):
     step = max(1, rows // (updates + deletes))
     return spark.range(updates + deletes + inserts, numPartitions=4).selectExpr(
         f"case when id < {updates + deletes} then id * {step} else {rows} + id end as id",
-        "cast(id % 997 as bigint) as amount",
+        "cast(100000 + id % 997 as bigint) as amount",  # outside the DELETE's predicate: it removes 1% on every side
         f"case when id >= {updates} and id < {updates + deletes} then 'D' else 'U' end as op",
         "'changed' as status", "concat('2026-11-', lpad(cast(id % 10 + 1 as string), 2, '0')) as dt")
 
