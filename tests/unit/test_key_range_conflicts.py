@@ -104,33 +104,39 @@ def test_keys_that_meet_are_a_conflict_naming_the_bucket_the_keys_and_the_other_
     assert leftover_files(path) == set()
 
 
-@pytest.mark.parametrize("keys, meets", [((20, 21), False), ((3, 4), True)], ids=["apart", "meeting"])
-def test_a_writer_that_publishes_first_while_the_commit_publishes_is_checked_on_the_retry(
-        tmp_path, monkeypatch, keys, meets):
-    """The other snapshot lands between the commit's own check and its publication: pypaimon's
-    publication loses the race, and its retry checks the new snapshot by key range as well."""
+def publishes_first(monkeypatch, meanwhile) -> list:
+    """Make the next commit's first snapshot publication lose the race: `meanwhile()` commits just
+    before it. Returns a list that holds True once that happened."""
     import lakesink.paimon.commit.file_store as file_store
 
-    path = new_table(tmp_path)
-    pypaimon_append(open_table(path), rows(*BASE.items()))
-    target, ours = planned(path, rows((1, "ours"), (5, "ours")))  # keys 1..5
-    publish = file_store.atomic_snapshot_commit
+    publish, done = file_store.atomic_snapshot_commit, []
 
     def racing(table):
         inner = publish(table)
         original = inner.commit
 
         def first_loses(*args, **kwargs):
-            if not racing.done:
-                racing.done = True
-                another_writer(path, *[(k, "other") for k in keys])
+            if not done:
+                done.append(True)
+                meanwhile()
             return original(*args, **kwargs)
 
         inner.commit = first_loses
         return inner
 
-    racing.done = False
     monkeypatch.setattr(file_store, "atomic_snapshot_commit", racing)
+    return done
+
+
+@pytest.mark.parametrize("keys, meets", [((20, 21), False), ((3, 4), True)], ids=["apart", "meeting"])
+def test_a_writer_that_publishes_first_while_the_commit_publishes_is_checked_on_the_retry(
+        tmp_path, monkeypatch, keys, meets):
+    """The other snapshot lands between the commit's own check and its publication: pypaimon's
+    publication loses the race, and its retry checks the new snapshot by key range as well."""
+    path = new_table(tmp_path)
+    pypaimon_append(open_table(path), rows(*BASE.items()))
+    target, ours = planned(path, rows((1, "ours"), (5, "ours")))  # keys 1..5
+    raced = publishes_first(monkeypatch, lambda: another_writer(path, *[(k, "other") for k in keys]))
     if meets:
         with pytest.raises(KeyRangeConflictError, match="bucket 0") as caught:
             Committer(target, USER).commit(1, ours)
@@ -140,7 +146,7 @@ def test_a_writer_that_publishes_first_while_the_commit_publishes_is_checked_on_
         assert leftover_files(path) == set()
         return
     report = Committer(target, USER).commit(1, ours)
-    assert racing.done and report.attempts == 2
+    assert raced and report.attempts == 2
     assert [s.commit_user for s in snapshots(path)][-1] == USER
     assert state(path) == {**BASE, 1: "ours", 5: "ours", 20: "other", 21: "other"}
 
@@ -151,33 +157,16 @@ def test_a_compaction_that_publishes_while_the_commit_publishes_is_no_conflict_o
     first attempt's plus the snapshots between: the compaction's removed files must be found
     there, not taken for files the commit deletes that were never added."""
     import lakesink
-    import lakesink.paimon.commit.file_store as file_store
 
     path = new_table(tmp_path)
     pypaimon_append(open_table(path), rows(*BASE.items()))
     pypaimon_append(open_table(path), rows((1, "second"), (30, "second")))
     target, ours = planned(path, rows((2, "ours"), (31, "ours")))
     target.uniform_buckets = 1  # every file has the table's bucket count: the first attempt reads no base
-    publish = file_store.atomic_snapshot_commit
-
-    def racing(table):
-        inner = publish(table)
-        original = inner.commit
-
-        def first_loses(*args, **kwargs):
-            if not racing.done:
-                racing.done = True
-                assert lakesink.compact(None, path, progress=False).snapshot_id == 3
-            return original(*args, **kwargs)
-
-        inner.commit = first_loses
-        return inner
-
-    racing.done = False
-    monkeypatch.setattr(file_store, "atomic_snapshot_commit", racing)
+    raced = publishes_first(monkeypatch, lambda: lakesink.compact(None, path, progress=False))
     report = Committer(target, USER).commit(1, ours)
 
-    assert racing.done and report.attempts == 2
+    assert raced and report.attempts == 2
     assert [s.commit_kind for s in snapshots(path)] == ["APPEND", "APPEND", "COMPACT", "APPEND"]
     assert state(path) == {**BASE, 1: "second", 30: "second", 2: "ours", 31: "ours"}
     assert leftover_files(path) == set()
