@@ -5,7 +5,9 @@
                    routed to assigner abs(hash % n): one task each (bucket.task_keys)
                    assigner a: pypaimon's HashBucketAssigner over the planned snapshot's index
                    (paimon.keyed.dynamic.Assigners) -> (partition, hash, bucket)
-         ─ rows joined with their key's bucket on (partition, hash)
+         ─ rows joined with their key's bucket on (partition, hash): the assigned keys are
+                   persisted and counted first, then broadcast where they fit (the rows stream
+                   past them into the bucket shuffle), else both sides are shuffled and joined
 
 The rest of the write is the fixed-bucket plan (spark.keyed): shuffled by (partition, bucket),
 merged per key, one file per bucket; the commit writes the hash index of the buckets that got
@@ -34,27 +36,34 @@ def default_assigners(spark) -> int:
         return 2
 
 
-def with_dynamic_bucket(df, spec: KeyedSpec, fields, hidden: list[str], plan: DynamicPlan, name: str):
+def with_dynamic_bucket(df, spec: KeyedSpec, fields, hidden: list[str], plan: DynamicPlan, name: str,
+                        kept: list | None = None):
+    """`df` (its partition values in the columns `hidden`) with an int column `name`: each row's
+    bucket, assigned by `plan.assigners` Spark tasks as Paimon's assigners do. `kept`: where the
+    assigned keys, persisted, are listed for the caller to unpersist after the write (None: not
+    persisted, joined by a shuffle of both sides)."""
     from pyspark.sql import functions as F
 
+    from . import broadcast
     from .checks import ERROR_PREFIX
-    """`df` (its partition values in the columns `hidden`) with an int column `name`: each row's
-    bucket, assigned by `plan.assigners` Spark tasks as Paimon's assigners do."""
     hashed = with_key_hash(df, list(spec.trimmed_keys), fields, KEY_HASH, not_null=True)
     n = plan.assigners
     owners = ", ".join(str(k) for k in task_keys(n, n))
-    keys = (hashed.selectExpr(*hidden, KEY_HASH).distinct()
-            .selectExpr("*", f"element_at(array({owners}), CAST(abs({KEY_HASH} % {n}) AS INT) + 1) AS {_ASSIGNER}")
+    # Every row's key goes to its assigner's task, where repeated keys are dropped: one shuffle of
+    # a few bytes a row. (Spark's distinct first aggregated 10M rows of 1M keys in hash tables
+    # too large for the cache, then shuffled twice: ~2x the time.)
+    keys = (hashed.selectExpr(*hidden, KEY_HASH,
+                              f"element_at(array({owners}), CAST(abs({KEY_HASH} % {n}) AS INT) + 1) AS {_ASSIGNER}")
             .repartition(n, _ASSIGNER).drop(_ASSIGNER))
     key_schema = keys.schema
+    distinct_columns = [*hidden, KEY_HASH]
 
     def assign(batches):
         import numpy as np
         assigners = Assigners(plan)
-        batches = list(batches)
-        if not batches:
+        table = _distinct(batches, distinct_columns)
+        if table is None:
             return
-        table = pa.Table.from_batches(batches)  # Spark's own nullability, whatever the plan said
         partitions = list(zip(*[table.column(h).to_pylist() for h in hidden])) if hidden else [()] * table.num_rows
         hashes = table.column(KEY_HASH).to_numpy().astype(np.int32)
         buckets = assigners.assign(partitions, hashes)
@@ -63,9 +72,37 @@ def with_dynamic_bucket(df, spec: KeyedSpec, fields, hidden: list[str], plan: Dy
 
     from pyspark.sql.types import IntegerType, StructField, StructType
     assigned = keys.mapInArrow(assign, StructType([*key_schema.fields, StructField(name, IntegerType(), False)]))
+    if kept is not None:
+        # A shuffle join moves and sorts every row once more than a fixed-bucket write; the
+        # assigned keys (a few bytes each) usually fit in a broadcast instead.
+        assigned = assigned.persist()
+        kept.append(assigned)
+        assigned.count()
+        if broadcast.fits_frame(assigned):
+            assigned = F.broadcast(assigned)
     on = [*hidden, KEY_HASH]
     # The input is evaluated twice (its keys, then its rows): a row whose key the assigners never
     # saw (keys computed nondeterministically) fails the write rather than vanish from it.
     joined = hashed.join(assigned, on=[hashed[c] == assigned[c] for c in on], how="left")
     bucket = F.when(assigned[name].isNull(), F.raise_error(F.lit(ERROR_PREFIX + _UNSEEN))).otherwise(assigned[name])
     return joined.select(*[hashed[c] for c in hashed.columns if c != KEY_HASH], bucket.cast("int").alias(name))
+
+
+_COMPACT_ROWS = 8_000_000  # rows a task holds before dropping the repeated keys of what it has
+
+
+def _distinct(batches, columns: list[str]):
+    """The distinct (partition, hash) rows of an assigner task's batches, in first-seen order
+    (None: no rows); repeats dropped as the rows arrive, so a task holds its keys, not its rows."""
+    kept, held = [], 0
+    for batch in batches:
+        kept.append(pa.Table.from_batches([batch]))  # Spark's own nullability, whatever the plan said
+        held += batch.num_rows
+        if held >= _COMPACT_ROWS:
+            kept = [_dropped_repeats(pa.concat_tables(kept), columns)]
+            held = kept[0].num_rows
+    return _dropped_repeats(pa.concat_tables(kept), columns) if kept else None
+
+
+def _dropped_repeats(table, columns: list[str]):
+    return table.group_by(columns, use_threads=False).aggregate([]).select(table.column_names)

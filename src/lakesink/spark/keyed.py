@@ -10,7 +10,8 @@ Plan of the Spark job (one shuffle, one sort):
           ─ bucket = Paimon's bucket function of the bucket key (spark.bucket); base = bases[bucket]
           ─ repartition(partition columns, bucket)    one task owns each bucket; unpartitioned:
             repartition(tasks, owner), owner a key whose Spark hash puts bucket b in task
-            b % tasks (tasks = min(buckets, cores)): even, and never coalesced into one task
+            b % tasks (tasks = min(buckets, cores); dynamic buckets: min(assigners, cores)):
+            even, and never coalesced into one task
           ─ window over (partition, bucket, key) ordered by (sequence.field, order);
             unpartitioned tables: over (key, bucket), files written concurrently per task:
                 keep the last row (deduplicate) or the first (first-row); partial-update and
@@ -50,9 +51,10 @@ _ROW_INDEX_BITS = 33  # monotonically_increasing_id: partition id << 33 | row in
 MAX_OPEN_FILES = 64  # buckets one task may write at once, each file open (larger tables: sorted by bucket)
 
 
-def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict, dynamic=None):
+def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict, dynamic=None, kept: list | None = None):
     """The DataFrame Spark writes, the names of its partitionBy columns, and how many files a
     task keeps open at once (`concurrent_writers`: 0 when rows come sorted by those columns).
+    `kept`: frames persisted for the write, which the caller unpersists after it.
 
     Expressions are SQL text (spark.sqltext): one call into the JVM per projection, not per
     function; a stream builds this plan every micro-batch."""
@@ -90,12 +92,20 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict, dynamic=None):
         out = _with_bases(out, spec, hidden, next_sequence)
     if spec.dynamic is not None and not cross:  # bucket=-1: assigned by Spark tasks through the hash index
         from .dynamic_bucket import with_dynamic_bucket
-        out = with_dynamic_bucket(out, spec, fields, hidden, dynamic, BUCKET)
+        out = with_dynamic_bucket(out, spec, fields, hidden, dynamic, BUCKET, kept)
     elif not cross:  # Primary-key tables: bucket keys are key columns, and a null key fails the write.
         out = with_bucket(out, list(spec.bucket_keys), fields, spec.num_buckets, BUCKET, not_null=keyed)
     carried = [*sqltext.columns(names), *sqltext.columns(kind_only), *hidden, BUCKET, *([_KIND] if cross else [])]
-    if hidden or spec.dynamic is not None:  # by (partition, bucket): as many pairs as the data has
+    if hidden:  # by (partition, bucket): as many pairs as the data has
         owner, distribute = [], (lambda frame: frame.repartition(*hidden, BUCKET))
+    elif spec.dynamic is not None:
+        # Few buckets (each holds up to target-row-num keys): bucket b to task b % tasks, the
+        # buckets of assigner a (b % assigners == a) together. Hashing the bucket ids instead can
+        # send buckets 0 and 1 of a small table to one task, which then writes every row.
+        tasks = _write_tasks(df.sparkSession, dynamic.assigners if dynamic is not None else MAX_OPEN_FILES)
+        keys_sql = ", ".join(str(k) for k in task_keys(tasks, tasks))
+        owner = [f"element_at(array({keys_sql}), pmod({BUCKET}, {tasks}) + 1) AS {_OWNER}"]
+        distribute = lambda frame: frame.repartition(tasks, _OWNER)  # noqa: E731
     else:  # buckets spread evenly over the write's tasks, each in one (bucket.task_keys)
         tasks = _write_tasks(df.sparkSession, spec.num_buckets)
         keys_sql = ", ".join(str(k) for k in task_keys(spec.num_buckets, tasks))

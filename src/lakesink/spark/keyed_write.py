@@ -79,11 +79,17 @@ def write_keyed_files(df, target, layout, spec, next_sequence, staging_dir: str,
         from .keyed_tasks import dynamic_plan
         base = target.bucket_check_from if check_from is None else check_from
         dynamic = dynamic_plan(target, spec, base, default_assigners(df.sparkSession))
-    frame, partition_columns, open_files = keyed_frame(df, spec, list(layout.fields), next_sequence, dynamic)
-    ensure_micros_timestamps(df.sparkSession)
-    writer = frame.write.mode("error").option("compression", compression).partitionBy(*partition_columns)
-    with concurrent_writers(df.sparkSession, open_files):
-        spark_output(df.sparkSession, staging_dir, target.fs_options, "lakesink.write").write(writer)
+    kept = []
+    try:
+        frame, partition_columns, open_files = keyed_frame(df, spec, list(layout.fields), next_sequence, dynamic,
+                                                           kept)
+        ensure_micros_timestamps(df.sparkSession)
+        writer = frame.write.mode("error").option("compression", compression).partitionBy(*partition_columns)
+        with concurrent_writers(df.sparkSession, open_files):
+            spark_output(df.sparkSession, staging_dir, target.fs_options, "lakesink.write").write(writer)
+    finally:
+        for persisted in kept:
+            persisted.unpersist()
     crashpoints.reached("tasks-done")
     return _describe(list_parquet_files(staging_dir, target.fs_options), layout, spec, target.file_io)
 
