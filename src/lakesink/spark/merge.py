@@ -111,7 +111,7 @@ class Merge:
             try:
                 if stmt.keyed:
                     return commit_keyed(stmt, plan.keyed_changes, conjuncts=plan.key_range(),
-                                        narrow=plan.narrow())
+                                        narrow=plan.narrow(), counted=plan.keyed_counts)
                 return plan.rewrite()
             finally:
                 plan.release()
@@ -141,6 +141,7 @@ class _Plan:
     def __init__(self, merge: Merge, stmt, clauses: list[_Clause], source):
         self.m, self.stmt, self.clauses, self.source = merge, stmt, clauses, source
         self._kept = []
+        self._keyed_joined = None  # keyed_changes' joined rows, which keyed_counts counts
 
     def release(self) -> None:
         for frame in self._kept:
@@ -267,7 +268,7 @@ class _Plan:
 
     # -- primary-key tables ---------------------------------------------------
     def keyed_changes(self, target):
-        joined = self.joined(target)
+        joined = self._keyed_joined = self.joined(target)
         checked = self.check_single_match(joined)
         t = self.m._t
         targeted = self._indices("update", "delete")
@@ -283,6 +284,18 @@ class _Plan:
             *self.values(joined, "insert", lambda c, typ: f"CAST(NULL AS {typ.simpleString()})"), f"'+I' AS {KIND}")
         return changed.unionByName(inserted)
 
+    def keyed_counts(self) -> dict:
+        """What keyed_changes writes, counted on the persisted joined rows (the change itself is
+        not persisted): a +U / -D row per target row acted on, a +I row per inserting joined row."""
+        return self.counts(self._action_counts(self._keyed_joined))
+
+    def _action_counts(self, joined, *by):
+        from pyspark.sql import functions as F
+        t = self.m._t
+        return (joined.where(f"{_ACTION} IS NOT NULL").groupBy(*by, F.col(_ACTION).alias(_ACTION))
+                .agg(F.count_distinct(F.col(f"{t}.{ROW}")).alias("targets"), F.count(F.lit(1)).alias("joined"))
+                .collect())
+
     # -- append tables: copy-on-write -----------------------------------------
     def rewrite(self) -> CommitReport:
         from pyspark.sql import functions as F
@@ -292,10 +305,7 @@ class _Plan:
         joined = self.joined(target)
         self.check_single_match(joined)
         targeted = self._indices("update", "delete")
-        rows = (joined.where(f"{_ACTION} IS NOT NULL")
-                .groupBy(F.col(f"{t}.{FILE}").alias(FILE), F.col(_ACTION).alias(_ACTION))
-                .agg(F.count_distinct(F.col(f"{t}.{ROW}")).alias("targets"), F.count(F.lit(1)).alias("joined"))
-                .collect())
+        rows = self._action_counts(joined, F.col(f"{t}.{FILE}").alias(FILE))
         counts = self.counts(rows)
         touched = sorted({r[FILE] for r in rows if r[_ACTION] in targeted and r[FILE] is not None})
         # Row-tracking tables: an updated row keeps its _ROW_ID and gets the statement's

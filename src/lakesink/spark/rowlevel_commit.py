@@ -36,10 +36,12 @@ def finish(report: CommitReport, counts: dict) -> CommitReport:
 
 
 def commit_keyed(stmt: Statement, build_changes, condition: str | None = None,
-                 conjuncts: list | None = None, narrow=None) -> CommitReport:
+                 conjuncts: list | None = None, narrow=None, counted=None) -> CommitReport:
     """Plan the keyed write, read the target at its base snapshot (its files pruned by
     `condition` and `conjuncts`, its merge narrowed by `narrow`, as read_target), write `build_changes(target)` (table columns +
-    `KIND`) as key-value files, commit one snapshot."""
+    `KIND`) as key-value files, commit one snapshot. `counted()`, called after `build_changes`:
+    the change's {inserted, updated, deleted} from what the statement persisted already (else
+    the change is persisted and its kinds counted)."""
     from ..paimon.write.keyed_plan import prepare_keyed_target
     from ..paimon.write.batch import BatchWrite
     from .arrow import spark_to_arrow
@@ -65,10 +67,12 @@ def commit_keyed(stmt: Statement, build_changes, condition: str | None = None,
     changes = build_changes(read_target(stmt, condition, snapshot_id=base, conjuncts=conjuncts,
                                         narrow=narrow))
     written = [f"{KIND} AS {ident(c)}" if c == kind else ident(c) for c in stmt.columns]
-    changes = changes.selectExpr(*written, *([] if stored else [f"{KIND} AS {ident(kind)}"])).persist()
+    changes = changes.selectExpr(*written, *([] if stored else [f"{KIND} AS {ident(kind)}"]))
+    if counted is None:
+        changes = changes.persist()
     files = []
     try:
-        counts = count_kinds(changes, kind)
+        counts = count_kinds(changes, kind) if counted is None else counted()
         if not any(counts.values()):
             job.remove_staging()
             return finish(CommitReport(job.commit_user, job.identifier), counts)
