@@ -1,17 +1,25 @@
 """Dynamic-bucket assignment in a Spark job (`lakesink.write`, shuffled stream batches).
 
-    rows ─ hash  = Paimon's hash of the trimmed primary key (spark.bucket.with_key_hash, JVM)
-         ─ keys  = distinct (partition, hash)                   only the keys move to Python
-                   routed to assigner abs(hash % n): one task each (bucket.task_keys)
-                   assigner a: pypaimon's HashBucketAssigner over the planned snapshot's index
-                   (paimon.keyed.dynamic.Assigners) -> (partition, hash, bucket)
-         ─ rows joined with their key's bucket on (partition, hash): the assigned keys are
-                   persisted and counted first, then broadcast where they fit (the rows stream
-                   past them into the bucket shuffle), else both sides are shuffled and joined
+One pass (spark.keyed, every table without changelog files):
 
-The rest of the write is the fixed-bucket plan (spark.keyed): shuffled by (partition, bucket),
-merged per key, one file per bucket; the commit writes the hash index of the buckets that got
-new keys (paimon.keyed.dynamic.index_changes).
+    rows ─ hash  = Paimon's hash of the trimmed primary key (spark.bucket.with_key_hash, JVM)
+         ─ shuffled to assigner abs(hash % n): task a holds assigner a's keys, and so the rows of
+                   its buckets (b % n == a; bucket.task_keys)
+         ─ merged per key (the fixed-bucket window, grouped by partition and key)
+         ─ bucket = pypaimon's HashBucketAssigner over the planned snapshot's index, run in the
+                   task on the merged rows (`with_assigned_bucket`; paimon.keyed.dynamic.Assigners)
+         ─ sorted by (partition, bucket, key) and written, one file per bucket
+
+Two passes (changelog files, which take every input row, not only the merged ones):
+
+    rows ─ hash
+         ─ keys  = every row's (partition, hash) to its assigner's task, repeats dropped there;
+                   the assigned (partition, hash, bucket) persisted and counted
+         ─ rows joined with their key's bucket: broadcast where the keys fit (the rows stream past
+                   them), else both sides shuffled; then the fixed-bucket plan (spark.keyed)
+
+Either way the commit writes the hash index of the buckets that got new keys
+(paimon.keyed.dynamic.index_changes).
 """
 
 from __future__ import annotations
@@ -27,6 +35,33 @@ _UNSEEN = ("a row's primary key differs between two evaluations of the input (a 
            "its keys, then its rows): make the key columns deterministic, or persist the input first. "
            "Nothing was written.")
 _ASSIGNER = "lakesink_assigner"
+
+
+def assigner_owner(n: int) -> str:
+    """SQL of a row's shuffle key (by its `KEY_HASH`) that puts assigner `abs(hash % n)` in task
+    `abs(hash % n)` of `n` (bucket.task_keys)."""
+    owners = ", ".join(str(k) for k in task_keys(n, n))
+    return f"element_at(array({owners}), CAST(abs({KEY_HASH} % {n}) AS INT) + 1)"
+
+
+def with_assigned_bucket(df, hidden: list[str], plan: DynamicPlan, name: str):
+    """`df`, each task's rows of one assigner (shuffled by `assigner_owner`), with an int column
+    `name`: each row's bucket, from its partition (`hidden`) and `KEY_HASH`, assigned in the task
+    as Paimon's assigner does (the task's rows already merged: a key a row)."""
+    from pyspark.sql.types import IntegerType, StructField, StructType
+
+    def assign(batches):
+        import numpy as np
+        assigners = Assigners(plan)
+        for batch in batches:
+            partitions = (list(zip(*[batch.column(h).to_pylist() for h in hidden])) if hidden
+                          else [()] * batch.num_rows)
+            buckets = assigners.assign(partitions, batch.column(KEY_HASH).to_numpy().astype(np.int32))
+            # Spark's own nullability for the columns it gave, whatever the plan said
+            yield pa.RecordBatch.from_arrays([*batch.columns, pa.array(buckets, pa.int32())],
+                                             schema=batch.schema.append(pa.field(name, pa.int32(), nullable=False)))
+
+    return df.mapInArrow(assign, StructType([*df.schema.fields, StructField(name, IntegerType(), False)]))
 
 
 def default_assigners(spark) -> int:
@@ -48,12 +83,10 @@ def with_dynamic_bucket(df, spec: KeyedSpec, fields, hidden: list[str], plan: Dy
     from .checks import ERROR_PREFIX
     hashed = with_key_hash(df, list(spec.trimmed_keys), fields, KEY_HASH, not_null=True)
     n = plan.assigners
-    owners = ", ".join(str(k) for k in task_keys(n, n))
     # Every row's key goes to its assigner's task, where repeated keys are dropped: one shuffle of
     # a few bytes a row. (Spark's distinct first aggregated 10M rows of 1M keys in hash tables
     # too large for the cache, then shuffled twice: ~2x the time.)
-    keys = (hashed.selectExpr(*hidden, KEY_HASH,
-                              f"element_at(array({owners}), CAST(abs({KEY_HASH} % {n}) AS INT) + 1) AS {_ASSIGNER}")
+    keys = (hashed.selectExpr(*hidden, KEY_HASH, f"{assigner_owner(n)} AS {_ASSIGNER}")
             .repartition(n, _ASSIGNER).drop(_ASSIGNER))
     key_schema = keys.schema
     distinct_columns = [*hidden, KEY_HASH]

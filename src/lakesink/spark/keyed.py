@@ -32,7 +32,7 @@ from __future__ import annotations
 from ..paimon.keyed.layout import KEY_PREFIX, RETRACT_KINDS, ROW_KINDS, SEQUENCE, VALUE_KIND, KeyedSpec
 from . import sqltext
 from .checks import ERROR_PREFIX, not_null
-from .bucket import task_keys, with_bucket
+from .bucket import task_keys, with_bucket, with_key_hash
 from .sqltext import ident, string
 
 HIDDEN_PARTITION = "lakesink_partition_{}"
@@ -90,13 +90,26 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict, dynamic=None, 
         out = with_cross_partition(out, spec, fields, arrow, hidden, dynamic, BUCKET, _KIND, _ORDER)
     if bases and hidden:  # (cross-partition: after routing, which may change a row's partition)
         out = _with_bases(out, spec, hidden, next_sequence)
-    if spec.dynamic is not None and not cross:  # bucket=-1: assigned by Spark tasks through the hash index
+    changelog = spec.changelog_producer == "input"
+    # Dynamic buckets without changelog files: a row's key hash sends it to its assigner's task,
+    # which merges each key's versions and then gives the survivors their buckets (one pass over
+    # the input; spark.dynamic_bucket.with_assigned_bucket).
+    in_task = dynamic is not None and spec.dynamic is not None and not cross and not changelog
+    if in_task:
+        from .dynamic_bucket import KEY_HASH, assigner_owner
+        out = with_key_hash(out, list(spec.trimmed_keys), fields, KEY_HASH, not_null=True)
+    elif spec.dynamic is not None and not cross:  # bucket=-1: assigned by Spark tasks through the hash index
         from .dynamic_bucket import with_dynamic_bucket
         out = with_dynamic_bucket(out, spec, fields, hidden, dynamic, BUCKET, kept)
     elif not cross:  # Primary-key tables: bucket keys are key columns, and a null key fails the write.
         out = with_bucket(out, list(spec.bucket_keys), fields, spec.num_buckets, BUCKET, not_null=keyed)
-    carried = [*sqltext.columns(names), *sqltext.columns(kind_only), *hidden, BUCKET, *([_KIND] if cross else [])]
-    if hidden:  # by (partition, bucket): as many pairs as the data has
+    carried = [*sqltext.columns(names), *sqltext.columns(kind_only), *hidden, KEY_HASH if in_task else BUCKET,
+               *([_KIND] if cross else []), *([_BASES] if in_task and bases and hidden else [])]
+    if in_task:  # assigner a's keys (and so its buckets, b % n == a) in task a
+        tasks = dynamic.assigners
+        owner = [f"{assigner_owner(tasks)} AS {_OWNER}"]
+        distribute = lambda frame: frame.repartition(tasks, _OWNER)  # noqa: E731
+    elif hidden:  # by (partition, bucket): as many pairs as the data has
         owner, distribute = [], (lambda frame: frame.repartition(*hidden, BUCKET))
     elif spec.dynamic is not None:
         # Few buckets (each holds up to target-row-num keys): bucket b to task b % tasks, the
@@ -113,7 +126,9 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict, dynamic=None, 
         distribute = lambda frame: frame.repartition(tasks, _OWNER)  # noqa: E731
     if not keyed:
         return distribute(out.selectExpr(*carried, *owner)).drop(_OWNER), hidden + [BUCKET], 0
-    if bases and not hidden:  # a literal, looked up after the shuffle: nothing more to move
+    if in_task:  # the bases once the buckets are known
+        out = distribute(out.selectExpr(*carried, _ORDER, *owner))
+    elif bases and not hidden:  # a literal, looked up after the shuffle: nothing more to move
         out = distribute(out.selectExpr(*carried, _ORDER, *owner))
         bases_of_table = _bases_by_partition(spec, next_sequence).get((), [0] * max(spec.num_buckets, 1))
         literal = f"array({', '.join(f'CAST({b} AS BIGINT)' for b in bases_of_table)})"
@@ -125,7 +140,6 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict, dynamic=None, 
         base = f"coalesce(try_element_at({_BASES}, {BUCKET} + 1), 0)" if bases else "0"
         out = distribute(out.selectExpr(*carried, _ORDER, *owner, f"CAST({base} AS BIGINT) AS {_BASE}"))
 
-    changelog = spec.changelog_producer == "input"
     # Unpartitioned tables: each task's rows sorted by key first, one open file per bucket
     # (Spark's concurrent writers) instead of sorted by bucket first. Spark's sort compares an
     # 8-byte prefix of the first column: with the bucket there, nearly every comparison is a tie
@@ -138,6 +152,8 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict, dynamic=None, 
     group = [*hidden, BUCKET, *([] if hidden or not owner else [_OWNER]), *keys]
     if writers:
         group = [*keys, BUCKET, _OWNER]
+    if in_task:
+        group = [_OWNER, *hidden, *keys]
     order = [f"{ident(c)} ASC NULLS FIRST" for c in spec.sequence_fields] + [_ORDER]
     window = f"(PARTITION BY {', '.join(group)} ORDER BY {', '.join(order)})"
     merging = spec.merge_engine in ("partial-update", "aggregation")
@@ -160,6 +176,19 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict, dynamic=None, 
                                        *[F.col(c).asc_nulls_first() for c in spec.sequence_fields], _ORDER)
     else:
         out = out.where(_KEEP)
+    if in_task:
+        from .dynamic_bucket import with_assigned_bucket
+        out = with_assigned_bucket(out, hidden, dynamic, BUCKET)
+        if bases and hidden:
+            base = f"coalesce(try_element_at({_BASES}, {BUCKET} + 1), 0)"
+        elif bases:
+            literal = ", ".join(f"CAST({b} AS BIGINT)" for b in _bases_by_partition(spec, next_sequence).get((), [0]))
+            base = f"coalesce(try_element_at(array({literal}), {BUCKET} + 1), 0)"
+        else:
+            base = "0"
+        # Each file sorted by key, as the window left the task's rows (by partition, then key).
+        out = out.selectExpr("*", f"CAST({base} AS BIGINT) AS {_BASE}").sortWithinPartitions(
+            *hidden, BUCKET, *spec.trimmed_keys)
     row_index = f"(monotonically_increasing_id() & {(1 << _ROW_INDEX_BITS) - 1})"
     columns = [f"{ident(k)} AS {ident(KEY_PREFIX + k)}" for k in spec.trimmed_keys]
     columns.append(f"{_BASE} + {row_index} AS {SEQUENCE}")
