@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from pypaimon.index.dynamic_bucket import HashBucketAssigner, _PartitionIndex
 
-from lakesink.paimon.keyed.dynamic import assign_keys
+from lakesink.paimon.keyed.dynamic import StoredIndex, assign_keys
 
 
 def _assigner(index: dict, counts: dict, target: int, max_buckets: int, assign_id: int = 0, assigners: int = 2,
@@ -38,22 +38,28 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("stored", [False, True], ids=["known keys restored", "known keys in the stored index"])
 @pytest.mark.parametrize("case", CASES)
-def test_bulk_assignment_equals_pypaimons_key_by_key(case):
+def test_bulk_assignment_equals_pypaimons_key_by_key(case, stored):
     index, counts, target, max_buckets, max_bucket_id = CASES[case]
     hashes = _hashes(3000, 0, 2, seed=len(case))
     if index is None:  # the first 500 hashes known, spread over the existing buckets
         index = {int(h): sorted(counts)[i % len(counts)] for i, h in enumerate(hashes[:500])}
     theirs = _assigner(index, counts, target, max_buckets, max_bucket_id=max_bucket_id)
-    ours = _assigner(index, counts, target, max_buckets, max_bucket_id=max_bucket_id)
+    # ours finds the known keys where lakesink reads them (the planned snapshot's index files),
+    # or where pypaimon has restored them
+    ours = _assigner({} if stored else index, counts, target, max_buckets, max_bucket_id=max_bucket_id)
+    known = StoredIndex(np.array(list(index), np.int32), np.array(list(index.values()), np.int32)) if stored \
+        else StoredIndex.of(ours, ())
     random.seed(7)
     expected = [b for b, _ in theirs.assign_batch([()] * len(hashes), [0] * len(hashes), hashes.tolist())]
     random.seed(7)
-    got = assign_keys(ours, (), hashes)
+    got = assign_keys(ours, (), hashes, known)
     assert got.tolist() == expected
     assert len(set(expected)) > 1  # the case opens or fills more than one bucket
     # and both leave the same state behind: the next batch goes on alike
-    assert ours._partition_indexes[()].hash_to_bucket == theirs._partition_indexes[()].hash_to_bucket
+    new_keys = {h: b for h, b in theirs._partition_indexes[()].hash_to_bucket.items() if not stored or h not in index}
+    assert ours._partition_indexes[()].hash_to_bucket == new_keys
     assert ours._partition_indexes[()].non_full_bucket_information == \
         theirs._partition_indexes[()].non_full_bucket_information
     assert ours.max_bucket_id == theirs.max_bucket_id

@@ -152,8 +152,8 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict, dynamic=None, 
     group = [*hidden, BUCKET, *([] if hidden or not owner else [_OWNER]), *keys]
     if writers:
         group = [*keys, BUCKET, _OWNER]
-    if in_task:
-        group = [_OWNER, *hidden, *keys]
+    if in_task:  # the key first: the sort's 8-byte prefix then tells rows apart (the owner is one a task)
+        group = [*keys, *hidden, _OWNER]
     order = [f"{ident(c)} ASC NULLS FIRST" for c in spec.sequence_fields] + [_ORDER]
     window = f"(PARTITION BY {', '.join(group)} ORDER BY {', '.join(order)})"
     merging = spec.merge_engine in ("partial-update", "aggregation")
