@@ -19,6 +19,10 @@ Plan of the Spark job (one shuffle, one sort):
           ─ _SEQUENCE_NUMBER = base + row index in the task; _VALUE_KIND from rowkind.field
           ─ write.partitionBy(partition copies, bucket): one file per bucket, sorted by key
 
+Dynamic buckets (no changelog files): shuffled by the key hash's assigner instead of the
+bucket, merged per key, then each row's bucket assigned in its task (spark.dynamic_bucket)
+and the merged rows sorted by (partition, bucket, key) before the write.
+
 "Last" means: by `sequence.field` when the table has one, then by input order,
 where rows of one input partition keep their order and, for the same key in
 several input partitions, the higher-numbered partition's row counts as later.
@@ -186,7 +190,7 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict, dynamic=None, 
             base = f"coalesce(try_element_at(array({literal}), {BUCKET} + 1), 0)"
         else:
             base = "0"
-        # Each file sorted by key, as the window left the task's rows (by partition, then key).
+        # Each file sorted by key: the merged rows sorted again, by partition, bucket and key.
         out = out.selectExpr("*", f"CAST({base} AS BIGINT) AS {_BASE}").sortWithinPartitions(
             *hidden, BUCKET, *spec.trimmed_keys)
     row_index = f"(monotonically_increasing_id() & {(1 << _ROW_INDEX_BITS) - 1})"
