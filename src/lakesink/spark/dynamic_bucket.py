@@ -51,14 +51,10 @@ def with_assigned_bucket(df, hidden: list[str], plan: DynamicPlan, name: str):
     from pyspark.sql.types import IntegerType, StructField, StructType
 
     def assign(batches):
-        import numpy as np
         assigners = Assigners(plan)
         for batch in batches:
-            partitions = (list(zip(*[batch.column(h).to_pylist() for h in hidden])) if hidden
-                          else [()] * batch.num_rows)
-            buckets = assigners.assign(partitions, batch.column(KEY_HASH).to_numpy().astype(np.int32))
             # Spark's own nullability for the columns it gave, whatever the plan said
-            yield pa.RecordBatch.from_arrays([*batch.columns, pa.array(buckets, pa.int32())],
+            yield pa.RecordBatch.from_arrays([*batch.columns, _buckets(assigners, batch, hidden)],
                                              schema=batch.schema.append(pa.field(name, pa.int32(), nullable=False)))
 
     return df.mapInArrow(assign, StructType([*df.schema.fields, StructField(name, IntegerType(), False)]))
@@ -92,16 +88,11 @@ def with_dynamic_bucket(df, spec: KeyedSpec, fields, hidden: list[str], plan: Dy
     distinct_columns = [*hidden, KEY_HASH]
 
     def assign(batches):
-        import numpy as np
-        assigners = Assigners(plan)
         table = _distinct(batches, distinct_columns)
         if table is None:
             return
-        partitions = list(zip(*[table.column(h).to_pylist() for h in hidden])) if hidden else [()] * table.num_rows
-        hashes = table.column(KEY_HASH).to_numpy().astype(np.int32)
-        buckets = assigners.assign(partitions, hashes)
         yield from table.append_column(pa.field(name, pa.int32(), nullable=False),
-                                       pa.array(buckets, pa.int32())).to_batches()
+                                       _buckets(Assigners(plan), table, hidden)).to_batches()
 
     from pyspark.sql.types import IntegerType, StructField, StructType
     assigned = keys.mapInArrow(assign, StructType([*key_schema.fields, StructField(name, IntegerType(), False)]))
@@ -119,6 +110,13 @@ def with_dynamic_bucket(df, spec: KeyedSpec, fields, hidden: list[str], plan: Dy
     joined = hashed.join(assigned, on=[hashed[c] == assigned[c] for c in on], how="left")
     bucket = F.when(assigned[name].isNull(), F.raise_error(F.lit(ERROR_PREFIX + _UNSEEN))).otherwise(assigned[name])
     return joined.select(*[hashed[c] for c in hashed.columns if c != KEY_HASH], bucket.cast("int").alias(name))
+
+
+def _buckets(assigners: Assigners, rows, hidden: list[str]) -> pa.Array:
+    """The bucket of each of `rows` (an Arrow batch or table with `hidden` and `KEY_HASH`)."""
+    import numpy as np
+    partitions = list(zip(*[rows.column(h).to_pylist() for h in hidden])) if hidden else [()] * rows.num_rows
+    return pa.array(assigners.assign(partitions, rows.column(KEY_HASH).to_numpy().astype(np.int32)), pa.int32())
 
 
 _COMPACT_ROWS = 8_000_000  # rows a task holds before dropping the repeated keys of what it has

@@ -153,9 +153,9 @@ class StoredIndex:
 
     def lookup(self, values: np.ndarray) -> np.ndarray:
         """Each value's bucket, -1 where the index does not hold it."""
-        at = np.minimum(np.searchsorted(self.hashes, values), max(len(self.hashes) - 1, 0))
         if not len(self.hashes):
             return np.full(len(values), -1, np.int32)
+        at = np.minimum(np.searchsorted(self.hashes, values), len(self.hashes) - 1)
         return np.where(self.hashes[at] == values, self.buckets[at], -1).astype(np.int32)
 
 
