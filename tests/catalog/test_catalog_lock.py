@@ -93,8 +93,10 @@ def _data_files(path: str) -> list[str]:
 def test_racing_writers_by_name_lose_no_commit_under_the_catalog_lock(jdbc):
     catalog, resolved = _named_table(jdbc, RACE_LOCK)
     assert catalog_lock.OPTION in resolved.fs_options  # the lock travels with the table's options
+    # The holder pauses 0.3 s inside the lock, so the others (released by the same barrier) have
+    # planned the same snapshot id by the time they get the lock: every round is a collision.
     tally, expected, in_table = race(resolved.path, resolved.fs_options, "racy", writers=WRITERS,
-                                     rounds=ROUNDS, create=False)
+                                     rounds=ROUNDS, create=False, racy_pause=0.3)
     _check(tally, expected, in_table, ROUNDS, WRITERS)
     assert tally.retried > 0  # the writers did collide on snapshot ids
     assert _lock_rows(catalog, catalog.config.lock(resolved.name)) == []  # every holder released it

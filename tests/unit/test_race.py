@@ -63,7 +63,7 @@ class Tally:
 RACY_PAUSE = 0.02  # seconds between the check and the write of the `racy` publication
 
 
-def _racy_create(path: str, text: str) -> bool:
+def _racy_create(path: str, text: str, pause: float = RACY_PAUSE) -> bool:
     """A storage without an atomic create: check that `path` is absent, pause, then write it,
     replacing whatever another writer put there meanwhile. Only a lock around it keeps two
     writers of one snapshot id apart."""
@@ -71,7 +71,7 @@ def _racy_create(path: str, text: str) -> bool:
     final = storage.local_path(path)
     if os.path.exists(final):
         return False
-    time.sleep(RACY_PAUSE)  # the window another writer's check falls into
+    time.sleep(pause)  # the window another writer's check falls into
     os.makedirs(os.path.dirname(final), exist_ok=True)
     tmp = f"{final}.{uuid.uuid4().hex}.tmp"
     with open(tmp, "w", encoding="utf-8") as out:
@@ -80,7 +80,7 @@ def _racy_create(path: str, text: str) -> bool:
     return True
 
 
-def _writer(path, fs_options, index, rounds, barrier, results, publication):
+def _writer(path, fs_options, index, rounds, barrier, results, publication, racy_pause):
     """One racing process: stage a file, wait for everyone, commit; report per round."""
     import logging
     logging.getLogger("pypaimon").setLevel(logging.ERROR)  # each lost race logs a warning
@@ -88,7 +88,7 @@ def _writer(path, fs_options, index, rounds, barrier, results, publication):
         # The storage's atomic step switched off: lakesink's publication (and the catalog lock
         # around it, if the table has one) runs as before, with a non-atomic create at its heart.
         import lakesink.paimon.table.publish as publish_module
-        publish_module._link_create = _racy_create
+        publish_module._link_create = lambda path, text: _racy_create(path, text, racy_pause)
     if publication == "pypaimon-rename":
         # The comparison only: pypaimon's own check-then-rename publication.
         from pypaimon.snapshot.renaming_snapshot_commit import RenamingSnapshotCommit
@@ -109,14 +109,16 @@ def _writer(path, fs_options, index, rounds, barrier, results, publication):
 
 
 def race(path: str, fs_options: dict | None = None, publication: str = "lakesink",
-         writers: int = WRITERS, rounds: int = ROUNDS, create: bool = True) -> Tally:
+         writers: int = WRITERS, rounds: int = ROUNDS, create: bool = True,
+         racy_pause: float = RACY_PAUSE) -> Tally:
     if create:
         tables.create_table(path, SCHEMA, PARTITION_KEYS, [], {"bucket": "-1"}, fs_options)
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(writers)
     results = ctx.Queue()
     started = time.perf_counter()
-    procs = [ctx.Process(target=_writer, args=(path, fs_options, i, rounds, barrier, results, publication))
+    procs = [ctx.Process(target=_writer, args=(path, fs_options, i, rounds, barrier, results, publication,
+                                                            racy_pause))
              for i in range(writers)]
     for p in procs:
         p.start()
