@@ -319,40 +319,45 @@ def compact(spark: SparkSession | None, path: str, partitions: Sequence[Mapping[
 
 
 def delete(spark: SparkSession, table: str, where: str | None = None, *, commit_user: str | None = None,
-           commit_identifier: int | None = None) -> CommitReport:
+           commit_identifier: int | None = None, branch: str | None = None) -> CommitReport:
     """Delete the rows of `table` (path or name) matching `where` (Spark SQL; None: every row), as one snapshot.
 
     Primary-key tables get `-D` rows (no file is rewritten); append tables rewrite only the
     files holding matching rows (docs/row-level.md). `report.rows_deleted` counts them.
     With `commit_user` and `commit_identifier`, a statement whose identity already landed
-    changes nothing (`report.skipped_replay`).
+    changes nothing (`report.skipped_replay`). `branch`: change that Paimon branch (docs/branches.md;
+    SQL names it `table$branch_<name>`), main untouched.
 
     >>> lakesink.delete(spark, "shop.orders", where="dt < '2026-01-01' and status = 'test'")   # doctest: +SKIP
     """
     from .spark.rowlevel import delete as _delete
-    return _delete(spark, table, where, commit_user=commit_user, commit_identifier=commit_identifier)
+    return _delete(spark, table, where, commit_user=commit_user, commit_identifier=commit_identifier, branch=branch)
 
 
 def update(spark: SparkSession, table: str, set: Mapping[str, str], where: str | None = None, *,
-           commit_user: str | None = None, commit_identifier: int | None = None) -> CommitReport:
+           commit_user: str | None = None, commit_identifier: int | None = None,
+           branch: str | None = None) -> CommitReport:
     """Set columns of the rows of `table` matching `where`: `set` maps a column to a Spark SQL
     expression over the row's columns; one snapshot. Primary-key and partition columns of a
     primary-key table cannot be set. `report.rows_updated` counts the rows (docs/row-level.md).
+    `branch`: as in `delete`.
 
     >>> lakesink.update(spark, "shop.orders", set={"status": "'shipped'", "amount": "amount * 1.1"},
     ...                 where="id in (1, 2)")                                   # doctest: +SKIP
     """
     from .spark.rowlevel import update as _update
-    return _update(spark, table, dict(set), where, commit_user=commit_user, commit_identifier=commit_identifier)
+    return _update(spark, table, dict(set), where, commit_user=commit_user, commit_identifier=commit_identifier,
+                   branch=branch)
 
 
 def merge(spark: SparkSession, table: str, source: DataFrame, on: str, *, source_alias: str = "s",
-          target_alias: str = "t", commit_user: str | None = None, commit_identifier: int | None = None) -> Merge:
+          target_alias: str = "t", commit_user: str | None = None, commit_identifier: int | None = None,
+          branch: str | None = None) -> Merge:
     """A MERGE of `source` into `table` on the Spark SQL condition `on` (Delta's semantics): add
     clauses, then `.execute()` commits one snapshot and returns the `CommitReport`
     (`rows_inserted`, `rows_updated`, `rows_deleted`). Clauses apply in order, the first whose
     condition holds wins; a target row matched by two source rows that a clause would change
-    is an error, and the table is left unchanged (docs/row-level.md).
+    is an error, and the table is left unchanged (docs/row-level.md). `branch`: as in `delete`.
 
     >>> (lakesink.merge(spark, "shop.orders", updates, on="t.id = s.id")
     ...     .when_matched_delete(condition="s.op = 'D'")
@@ -370,7 +375,7 @@ def merge(spark: SparkSession, table: str, source: DataFrame, on: str, *, source
     """
     from .spark.merge import Merge as _Merge
     return _Merge(spark, table, source, on, source_alias=source_alias, target_alias=target_alias,
-                  commit_user=commit_user, commit_identifier=commit_identifier)
+                  commit_user=commit_user, commit_identifier=commit_identifier, branch=branch)
 
 
 def history(path: str, fs_options: Mapping[str, str] | None = None,

@@ -129,3 +129,20 @@ def test_merge_update_and_delete_statements_run_as_the_row_level_calls(spark, ca
         == [(2,)]
     assert [tuple(r) for r in sql(spark, "DELETE FROM shop.o o WHERE o.status = 'test'").collect()] == [(1,)]
     assert rows(cat, "shop.o", "id", "amount", "status") == [(1, 20, "new"), (2, 21, "changed"), (5, 100, "new")]
+
+
+def test_row_level_statements_on_a_branch_change_the_branch_only(spark, cat):
+    sql(spark, "CREATE TABLE shop.b (id BIGINT, amount BIGINT) TBLPROPERTIES ('primary-key' = 'id', 'bucket' = '2')")
+    sql(spark, "INSERT INTO shop.b VALUES (1, 10), (2, 20), (3, 30)")
+    lakesink.branch.create("shop.b", "audit")
+    spark.createDataFrame([(2, 21), (4, 40)], "id long, amount long").createOrReplaceTempView("changes")
+    sql(spark, "MERGE INTO shop.`b$branch_audit` t USING changes s ON t.id = s.id "
+               "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    assert [tuple(r) for r in sql(spark, "DELETE FROM shop.b$branch_audit WHERE id = 1").collect()] == [(1,)]
+    sql(spark, "UPDATE shop.`b$branch_audit` SET amount = amount + 1 WHERE id = 3")
+    on_branch = lakesink.read(spark, "shop.b", branch="audit").toArrow()
+    assert sorted(zip(*(on_branch.column(c).to_pylist() for c in ("id", "amount")))) == [(2, 21), (3, 31), (4, 40)]
+    assert rows(cat, "shop.b", "id", "amount") == [(1, 10), (2, 20), (3, 30)]  # main as it was
+    with pytest.raises(UnsupportedStatementError, match=r"b\$snapshots"):
+        sql(spark, "DELETE FROM shop.`b$snapshots` WHERE id = 2")
+    assert rows(cat, "shop.b", "id", "amount") == [(1, 10), (2, 20), (3, 30)]

@@ -38,3 +38,19 @@ def test_java_paimon_reads_a_keyed_branch_lakesink_wrote_key_for_key(spark, java
     read = java_paimon.read_branches(table, ["audit", "main"], tmp_path / "java")
     assert _by_key(read["audit"]) == branch_rows
     assert _by_key(read["main"]) == main_rows
+
+
+def test_java_paimon_reads_row_level_changes_lakesink_made_on_a_branch(spark, java_paimon, tmp_path):
+    table = str(tmp_path / "wh" / "db.db" / "orders")
+    lakesink.write(_named(spark, 0, 10, "a"), table, primary_key=["id"], options={"bucket": "2"})
+    lakesink.branch.create(table, "audit")
+    (lakesink.merge(spark, table, _named(spark, 8, 12, "m"), on="t.id = s.id", branch="audit")
+     .when_matched_update_all().when_not_matched_insert_all().execute())
+    lakesink.delete(spark, table, where="id < 3", branch="audit")
+    lakesink.update(spark, table, set={"name": "'u'"}, where="id = 5", branch="audit")
+
+    main_rows = {i: "a" for i in range(10)}
+    branch_rows = {**{i: "a" for i in range(3, 8)}, 5: "u", **{i: "m" for i in range(8, 12)}}
+    read = java_paimon.read_branches(table, ["audit", "main"], tmp_path / "java")
+    assert _by_key(read["audit"]) == branch_rows
+    assert _by_key(read["main"]) == main_rows

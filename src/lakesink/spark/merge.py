@@ -51,14 +51,14 @@ class Merge:
     """A MERGE being built: add clauses, then `execute()` (see `lakesink.merge`)."""
 
     def __init__(self, spark, table: str, source, on: str, *, source_alias: str = "s", target_alias: str = "t",
-                 commit_user: str | None = None, commit_identifier: int | None = None):
+                 commit_user: str | None = None, commit_identifier: int | None = None, branch: str | None = None):
         if not on or not str(on).strip():
             raise ConfigurationError(f"{_WHAT}: `on` is empty; give the join condition, e.g. 't.id = s.id'.")
         if source_alias == target_alias:
             raise ConfigurationError(f"{_WHAT}: source_alias and target_alias are both {source_alias!r}.")
         self._spark, self._table, self._source, self._on = spark, table, source, str(on)
         self._s, self._t = source_alias, target_alias
-        self._user, self._identifier = commit_user, commit_identifier
+        self._user, self._identifier, self._branch = commit_user, commit_identifier, branch
         self._clauses: list[_Clause] = []
 
     # -- clauses (in order; the first whose condition holds wins) ------------
@@ -93,7 +93,7 @@ class Merge:
         if not self._clauses:
             raise ConfigurationError(f"{_WHAT}: no clause; add when_matched_update(...), "
                                      "when_not_matched_insert_all(), ... before execute(). Nothing was changed.")
-        stmt = open_statement(self._spark, self._table, self._user, self._identifier, _WHAT)
+        stmt = open_statement(self._spark, self._table, self._user, self._identifier, _WHAT, self._branch)
         clauses = [self._resolved(c, stmt) for c in self._clauses]
         replay = already_committed(stmt)
         if replay is not None:

@@ -46,8 +46,8 @@ def _lineage_of_updated(stmt: Statement, condition: str) -> list[str]:
 
 
 def delete(spark, name: str, where: str | None = None, *, commit_user: str | None = None,
-           commit_identifier: int | None = None) -> CommitReport:
-    stmt = open_statement(spark, name, commit_user, commit_identifier, "lakesink.delete")
+           commit_identifier: int | None = None, branch: str | None = None) -> CommitReport:
+    stmt = open_statement(spark, name, commit_user, commit_identifier, "lakesink.delete", branch)
     replay = already_committed(stmt)
     if replay is not None:
         return replay
@@ -74,11 +74,11 @@ def delete(spark, name: str, where: str | None = None, *, commit_user: str | Non
 
 
 def update(spark, name: str, set: dict, where: str | None = None, *, commit_user: str | None = None,
-           commit_identifier: int | None = None) -> CommitReport:
+           commit_identifier: int | None = None, branch: str | None = None) -> CommitReport:
     if not set:
         raise ConfigurationError("lakesink.update: `set` names no column ({'column': 'SQL expression'}). "
                                  "Nothing was changed.")
-    stmt = open_statement(spark, name, commit_user, commit_identifier, "lakesink.update")
+    stmt = open_statement(spark, name, commit_user, commit_identifier, "lakesink.update", branch)
     assignments = {str(k): str(v) for k, v in set.items()}
     check_columns(stmt, assignments)
     replay = already_committed(stmt)

@@ -18,6 +18,8 @@ from .sqltext import ident
 
 def identity_options(stmt: Statement) -> dict:
     out = dict(stmt.fs_options)
+    if stmt.branch is not None:
+        out["branch"] = stmt.branch
     if stmt.commit_user is not None:
         out["commit.user"] = stmt.commit_user
         out["commit.identifier"] = stmt.identifier
@@ -107,7 +109,7 @@ def commit_rewrite(stmt: Statement, rewritten, touched: list[str], counts: dict)
 
     check_spark_can_write(stmt.spark, stmt.path, PATH_NAME)
     removed = [StagedFile(*stmt.candidates[name], None) for name in touched]
-    target = RowLevelTarget(stmt.path, removed, fs_options=stmt.fs_options or None)
+    target = RowLevelTarget(stmt.path, removed, fs_options=stmt.fs_options or None, branch=stmt.branch)
     job = _statement_job(stmt, target)
     done = _without_files(job, touched, counts)
     if done is not None:
@@ -180,7 +182,7 @@ def commit_marks(stmt: Statement, marked, added, counts: dict) -> CommitReport:
     check_spark_can_write(stmt.spark, stmt.path, PATH_NAME)
     positions = {r[0]: r[1] for r in marked.where(f"{FILE} IS NOT NULL").groupBy(FILE)
                  .agg(F.collect_set(POSITION)).collect()}
-    target = RowLevelTarget(stmt.path, fs_options=stmt.fs_options or None, base=stmt.snapshot,
+    target = RowLevelTarget(stmt.path, fs_options=stmt.fs_options or None, base=stmt.snapshot, branch=stmt.branch,
                             marked={name: (StagedFile(*stmt.candidates[name], None), sorted(p))
                                     for name, p in positions.items()})
     job = _statement_job(stmt, target)
@@ -203,7 +205,7 @@ def already_committed(stmt: Statement) -> CommitReport | None:
         return None
     from ..paimon.commit.target import PaimonTarget
     from ..protocol import Committer
-    target = PaimonTarget(stmt.path, fs_options=stmt.fs_options or None)
+    target = PaimonTarget(stmt.path, fs_options=stmt.fs_options or None, branch=stmt.branch)
     if Committer(target, stmt.commit_user).skips_as_replay(stmt.identifier, stmt.path):
         return CommitReport(stmt.commit_user, stmt.identifier, skipped_replay=True)
     return None

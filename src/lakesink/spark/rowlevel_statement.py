@@ -37,6 +37,7 @@ class Statement:
     commit_user: str | None
     identifier: int | None
     snapshot: object = None  # the snapshot the statement reads (set when planned)
+    branch: str | None = None  # a Paimon branch (None: main): its snapshots are read and committed to
     candidates: dict = field(default_factory=dict)  # append tables: file name -> (partition, bucket, meta)
 
     @property
@@ -74,20 +75,31 @@ class Statement:
         return set(self.table.primary_keys or ()) | set(self.table.partition_keys or ())
 
 
-def open_statement(spark, name: str, commit_user, commit_identifier, what: str) -> Statement:
-    """Resolve the table as every entry point does and check that `what` can change it."""
-    from ..paimon.table import tables
+def open_statement(spark, name: str, commit_user, commit_identifier, what: str,
+                   branch: str | None = None) -> Statement:
+    """Resolve the table as every entry point does and check that `what` can change it. On a
+    branch (`branch`, or a name `<table>$branch_<name>` as Paimon's SQL names one): the branch's
+    schema and snapshots."""
+    from ..paimon.table import branches, tables
     from .catalog import resolve_for
 
     if (commit_user is None) != (commit_identifier is None):
         raise ConfigurationError(f"{what}: commit_user and commit_identifier go together (a stable user and an "
                                  "increasing number, e.g. a stream's batch id), or neither. Nothing was changed.")
+    name, named = branches.parse_description(str(name))
+    if named is not None and branch is not None and named != branch:
+        raise ConfigurationError(f"{what}: the table name names branch {named!r} and branch={branch!r} another. "
+                                 "Nothing was changed.", option="branch")
+    branch = None if branches.is_main(branch or named) else (branch or named)
     resolved = resolve_for(spark, name, "read")
     fs_options = registry.storage_options(resolved.with_fs_options(None) or {})
     table = tables.open_table(resolved.path, fs_options or None)
     if table is None:
         raise ConfigurationError(f"{what}: no Paimon table at {resolved.path}. Nothing was changed.",
                                  table=resolved.path)
+    if branch is not None:
+        branches.check_writable(resolved.path, table, branch)
+        table = branches.open_branch(table, branch)
     keyed = bool(table.primary_keys)
     buckets = int(table.total_buckets or -1)
     options = dict(table.table_schema.options)
@@ -115,7 +127,7 @@ def open_statement(spark, name: str, commit_user, commit_identifier, what: str) 
             f"{what}: {resolved.path} is a fixed-bucket append table (bucket={buckets}); lakesink's row-level "
             "changes cover primary-key tables and unaware-bucket append tables (bucket=-1). Nothing was changed.",
             table=resolved.path)
-    return Statement(spark, resolved.path, fs_options, table, keyed, commit_user, commit_identifier)
+    return Statement(spark, resolved.path, fs_options, table, keyed, commit_user, commit_identifier, branch=branch)
 
 
 # ---------------------------------------------------------------- reading the target
@@ -157,7 +169,8 @@ def read_target(stmt: Statement, condition: str | None = None, snapshot_id: int 
             df = keyed_read.read_merged(stmt.spark, table, planned, schema, narrow=narrow)
         else:
             from .read import read
-            df = read(stmt.spark, stmt.path, snapshot=snapshot.id, options=stmt.fs_options or None)
+            df = read(stmt.spark, stmt.path, snapshot=snapshot.id, options=stmt.fs_options or None,
+                      branch=stmt.branch)
         keys = [ident(k) for k in table.primary_keys]
         return df.selectExpr("*", f"struct({', '.join(keys)}) AS {ROW}")
     blockers = scan.fast_path_blockers(table, planned)

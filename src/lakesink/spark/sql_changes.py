@@ -12,27 +12,29 @@ from collections.abc import Callable
 from ..errors import UnsupportedStatementError
 
 
-def run_change(spark, tree, target: str, table_name: str, query: Callable):
+def run_change(spark, tree, target: str, table_name: str, query: Callable, branch: str | None = None):
     """Run the MERGE / UPDATE / DELETE `tree` on the catalog table `target` (quoted; its own name
-    `table_name`); `query(spark, text)` runs a query naming catalog tables (the MERGE's source)."""
+    `table_name`), on `branch` if given; `query(spark, text)` runs a query naming catalog tables
+    (the MERGE's source)."""
     from sqlglot import exp
 
     alias = tree.this.alias or None
     if isinstance(tree, exp.Merge):
-        report = _merge(spark, tree, target, alias or table_name, query)
+        report = _merge(spark, tree, target, alias or table_name, query, branch)
     else:
         from .rowlevel import delete, update
 
         where = tree.args.get("where")
         where_text = _text(where.this, alias) if where is not None else None
         if isinstance(tree, exp.Delete):
-            report = delete(spark, target, where=where_text)
+            report = delete(spark, target, where=where_text, branch=branch)
         else:
-            report = update(spark, target, set=_assignments(tree.expressions, alias), where=where_text)
+            report = update(spark, target, set=_assignments(tree.expressions, alias), where=where_text,
+                            branch=branch)
     return _counts(spark, report, merge=isinstance(tree, exp.Merge))
 
 
-def _merge(spark, tree, target: str, target_alias: str, query: Callable):
+def _merge(spark, tree, target: str, target_alias: str, query: Callable, branch: str | None = None):
     from sqlglot import exp
 
     from .merge import Merge
@@ -46,7 +48,7 @@ def _merge(spark, tree, target: str, target_alias: str, query: Callable):
         plain.set("alias", None)
         source = query(spark, f"SELECT * FROM {plain.sql('spark')}")
     builder = Merge(spark, target, source, on=tree.args["on"].sql("spark"), source_alias=source_alias or "s",
-                    target_alias=target_alias)
+                    target_alias=target_alias, branch=branch)
     for when in tree.args["whens"].expressions:
         condition = when.args.get("condition")
         condition = condition.sql("spark") if condition is not None else None

@@ -13,7 +13,7 @@ statements are parsed (sqlglot, Spark dialect) and run here:
 | `ALTER TABLE name ADD COLUMN(S) (...)` | a new schema with nullable columns |
 | `SHOW DATABASES`, `SHOW TABLES [IN db]` | the catalog's lists |
 | `INSERT OVERWRITE [TABLE] name [PARTITION (...)] SELECT ...` | `lakesink.write(mode="overwrite")` |
-| `MERGE INTO`, `UPDATE`, `DELETE FROM` | `lakesink.merge`, `update`, `delete` |
+| `MERGE INTO`, `UPDATE`, `DELETE FROM` | `lakesink.merge`, `update`, `delete` (a target `` `t$branch_b` ``: on branch `b`) |
 
 Any other statement that names a catalog table and is not a query or an `INSERT INTO` is
 refused (`UnsupportedStatementError`), never handed to Spark to do something else.
@@ -92,7 +92,9 @@ def run(spark, query: str, catalog: Catalog, parameters: bool = False):
         if name is None:
             return None  # one of Spark's tables
         from .sql_changes import run_change
-        return run_change(spark, tree, _quoted(name), name.table, lambda s, text: sql(s, text, catalog))
+        main, branch = _branch_of(tree.this, name)
+        return run_change(spark, tree, _quoted(main), name.table, lambda s, text: sql(s, text, catalog),
+                          branch=branch)
     if isinstance(tree, exp.TruncateTable):
         for table in tree.expressions:
             name = catalog_name(table, catalog)
@@ -314,6 +316,29 @@ def _insert_overwrite(spark, tree, catalog: Catalog):
         mode = spark.conf.get("spark.sql.sources.partitionOverwriteMode", "static")
         write(df, _quoted(name), mode="overwrite", options={"partitionOverwriteMode": mode.lower()})
     return done(spark)
+
+
+def _branch_of(table, name: TableName) -> tuple[TableName, str | None]:
+    """(the table, the branch or None) a statement changes: Paimon names branch `b` of table `t`
+    `` `t$branch_b` ``. Unquoted, `t$branch_b` parses as table `t` with a parameter for its alias:
+    taken the same way, never as main. Another `$` suffix (a system table) cannot be changed."""
+    from sqlglot import exp
+
+    alias = table.args.get("alias")
+    suffix = None
+    if alias is not None and isinstance(alias.this, exp.Parameter):
+        suffix = "$" + alias.this.name
+        table.set("alias", None)
+    elif "$" in name.table:
+        base, dollar, rest = name.table.partition("$")
+        name, suffix = TableName(name.database, base), dollar + rest
+    if suffix is None:
+        return name, None
+    if not suffix.startswith("$branch_") or len(suffix) == len("$branch_"):
+        raise UnsupportedStatementError(
+            "a row-level change", f"{name}{suffix}", "change the table itself or a branch of it "
+            f"(`{name.table}$branch_<name>`); Paimon's system tables are read-only.")
+    return name, suffix[len("$branch_"):]
 
 
 def _quoted(name: TableName) -> str:

@@ -49,8 +49,8 @@ class RowLevelTarget(PaimonTarget):
     commit (a MERGE that only inserted rows)."""
 
     def __init__(self, path: str, removed: Sequence[StagedFile] = (), fs_options: dict | None = None,
-                 marked: dict | None = None, base=None):
-        super().__init__(path, fs_options=fs_options)
+                 marked: dict | None = None, base=None, branch: str | None = None):
+        super().__init__(path, fs_options=fs_options, branch=branch)
         self.removed = list(removed)
         self.marked = dict(marked or {})
         self.base = base
