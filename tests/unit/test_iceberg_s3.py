@@ -48,3 +48,24 @@ def test_iceberg_metadata_on_s3_reads_back_with_pyiceberg(s3, request, tmp_path)
     assert out["iceberg_snapshot"] == 3
     assert [n for n in names() if n.endswith(".json")] == ["v3.metadata.json"]
     assert len([n for n in names() if n.endswith(".avro")]) == 2
+
+
+def test_hadoop_catalog_metadata_on_s3_lives_in_the_warehouse_and_reads_back_with_pyiceberg(s3, request, tmp_path):
+    iceberg_oracle.require()
+    warehouse, options = f"s3://{BUCKET}/{request.node.name}", s3.fs_options()
+    path = f"{warehouse}/db.db/t"
+    target = new_target(path, options)
+    target.create.options.update({"metadata.iceberg.storage": "hadoop-catalog"})
+    commit(target, "w", 1, stage(target, [0, 1], "a", "w"))
+    commit(target, "w", 2, stage(target, [2, 3], "b", "w"))
+    catalog_dir = f"{request.node.name}/iceberg/db/t/metadata/"
+    hint = s3.client().get_object(Bucket=BUCKET, Key=catalog_dir + "version-hint.text")["Body"].read()
+    assert hint == b"2"
+    in_table = s3.client().list_objects_v2(Bucket=BUCKET, Prefix=f"{request.node.name}/db.db/t/metadata/")
+    assert in_table.get("KeyCount", 0) == 0  # nothing in the table's own directory
+    properties = {"s3.endpoint": s3.endpoint, "s3.access-key-id": ACCESS_KEY, "s3.secret-access-key": SECRET_KEY,
+                  "s3.region": REGION}
+    rows, info = iceberg_oracle.read(tmp_path, path, metadata=f"{warehouse}/iceberg/db/t", properties=properties)
+    assert sorted(rows.column("id").to_pylist()) == sorted(read_back(path, options).column("id").to_pylist()) \
+        == [0, 1, 2, 3]
+    assert info["snapshot_id"] == 2
