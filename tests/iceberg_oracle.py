@@ -1,6 +1,7 @@
 """pyiceberg as the reader of lakesink's Iceberg metadata (`metadata.iceberg.storage`), run in a
 Python of its own (it needs a newer pyarrow than pypaimon allows); rows come back as Parquet,
-the rest as JSON.
+the rest as JSON. DuckDB's Iceberg reader (`iceberg_scan`) reads the same metadata there too
+and must return the same rows (local tables read whole; on S3 pyiceberg alone).
 
 `LAKESINK_ICEBERG_PYTHON` names that Python (`./dev test` sets up `.venv-iceberg` and points it
 there); where it is missing the tests skip saying why (with CI=true: fail).
@@ -15,7 +16,7 @@ import subprocess
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tests.requirements import unavailable
+from tests.requirements import in_ci, unavailable
 
 PYTHON = os.environ.get("LAKESINK_ICEBERG_PYTHON",
                         os.path.join(os.path.dirname(__file__), "..", ".venv-iceberg", "bin", "python"))
@@ -32,7 +33,22 @@ files = len(list(scan.plan_files()))
 rows = scan.to_arrow()
 pq.write_table(rows, out)
 snapshot = table.current_snapshot()
+duckdb = None
+if not row_filter and not properties:  # DuckDB reads local tables whole here (S3 needs its httpfs)
+    try:
+        import duckdb as _duckdb, duckdb_extensions
+    except ImportError:
+        duckdb = "not installed"
+    else:
+        con = _duckdb.connect()
+        for extension in ("avro", "iceberg"):
+            duckdb_extensions.import_extension(extension, con=con)
+        read = con.execute("SELECT * FROM iceberg_scan(?)", [metadata]).fetch_arrow_table()
+        key = lambda r: json.dumps(r, default=str, sort_keys=True)
+        same = sorted(map(key, read.cast(rows.schema).to_pylist())) == sorted(map(key, rows.to_pylist()))
+        duckdb = "same rows" if same else f"different rows: {read.num_rows} against pyiceberg's {rows.num_rows}"
 print(json.dumps({
+    "duckdb": duckdb,
     "snapshot_id": snapshot.snapshot_id if snapshot else None,
     "operation": snapshot.summary.operation.value if snapshot else None,
     "summary": dict(snapshot.summary.additional_properties) if snapshot else {},
@@ -79,7 +95,12 @@ def read(tmp_path, table: str, metadata: str | None = None, properties: dict | N
                            json.dumps(properties or {}), row_filter], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    return pq.read_table(out), json.loads(done.stdout.strip().splitlines()[-1])
+    info = json.loads(done.stdout.strip().splitlines()[-1])
+    # DuckDB's Iceberg reader (installed beside pyiceberg) reads the same metadata to the same rows
+    if info["duckdb"] == "not installed" and in_ci():
+        unavailable(f"DuckDB's Iceberg reader not installed in {PYTHON} (./dev test installs it)")
+    assert info["duckdb"] in (None, "not installed", "same rows"), f"DuckDB's iceberg_scan: {info['duckdb']}"
+    return pq.read_table(out), info
 
 
 def highest_level_rows(table: str, columns: list[str]) -> list[tuple]:
