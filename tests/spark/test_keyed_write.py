@@ -370,8 +370,8 @@ def test_bad_input_changes_nothing(spark, table_path, case):
 
 @pytest.mark.parametrize("key", [["id"], []], ids=["primary-key", "fixed-bucket-append"])
 def test_unpartitioned_buckets_are_spread_evenly_over_the_write_tasks(spark, table_path, key):
-    """One shuffle gives each write task whole buckets (bucket % tasks), as many tasks as the
-    cluster has cores up to one per bucket: a small micro-batch is not coalesced into one task."""
+    """One shuffle gives each write task whole buckets (bucket % tasks), up to four tasks per core
+    of the cluster and at most one per bucket: a small micro-batch is not coalesced into one task."""
     from lakesink.options import WriteOptions
     from lakesink.paimon.write.keyed_plan import prepare_keyed_target
     from lakesink.spark.arrow import spark_to_arrow
@@ -384,8 +384,8 @@ def test_unpartitioned_buckets_are_spread_evenly_over_the_write_tasks(spark, tab
     frame, _, _ = keyed_frame(df, spec, list(layout.fields), next_sequence)
     plan = frame._jdf.queryExecution().executedPlan().toString()  # before it runs: the initial plan
     assert plan.count("Exchange") == 1, plan
-    tasks = spark.sparkContext.defaultParallelism
+    tasks = min(8, 4 * spark.sparkContext.defaultParallelism)
     placed = frame.rdd.mapPartitionsWithIndex(lambda task, rows: {(task, r[BUCKET]) for r in rows}).collect()
-    assert frame.rdd.getNumPartitions() == min(8, tasks) == 2
+    assert frame.rdd.getNumPartitions() == tasks == 8
     assert sorted(b for _, b in placed) == list(range(8)), "a bucket in two tasks, or missing"
     assert all(b % tasks == task for task, b in placed)

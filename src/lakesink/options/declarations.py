@@ -284,8 +284,9 @@ _declare(
            "applied to cross-partition tables (nor by Paimon's cross-partition assigner).",
            minimum=-1),
     Option("dynamic-bucket.assigner-parallelism", "table", "int", None, "Dynamic-bucket tables: assigner tasks "
-           "of a `lakesink.write` (default: the cluster's cores); each opens buckets of its own.",
-           default_text="cores", minimum=1),
+           "of a write; each opens buckets of its own. Default: `lakesink.write` 4 per core up to 64 (and at least "
+           "one per core; each task sorts all rows of its buckets), streams and `format(\"paimon\")` one per core.",
+           default_text="4 per core (streams: 1)", minimum=1),
     Option("dynamic-bucket.initial-buckets", "table", "int", None, "Dynamic-bucket tables: caps the assigner "
            "tasks (Paimon: the assigners of a write are at most this many); cross-partition tables: the assigner "
            "tasks are the larger of this and `dynamic-bucket.assigner-parallelism`, as in Paimon.",

@@ -60,11 +60,18 @@ def with_assigned_bucket(df, hidden: list[str], plan: DynamicPlan, name: str):
     return df.mapInArrow(assign, StructType([*df.schema.fields, StructField(name, IntegerType(), False)]))
 
 
-def default_assigners(spark) -> int:
+MAX_DEFAULT_ASSIGNERS = 64
+
+
+def default_assigners(spark, per_core: int = 1) -> int:
+    """Assigner tasks of a write whose table leaves `dynamic-bucket.assigner-parallelism` unset:
+    one per core (Paimon's Spark default), or `per_core` per core up to 64 (and never fewer
+    than one per core)."""
     try:
-        return max(1, spark.sparkContext.defaultParallelism)
+        cores = max(1, spark.sparkContext.defaultParallelism)
     except Exception:  # noqa: BLE001 - Spark Connect: no SparkContext in this process
-        return 2
+        cores = 2
+    return max(cores, min(cores * per_core, MAX_DEFAULT_ASSIGNERS))
 
 
 def with_dynamic_bucket(df, spec: KeyedSpec, fields, hidden: list[str], plan: DynamicPlan, name: str,
