@@ -323,6 +323,8 @@ class _Plan:
                                                              F.col(f"{t}.{POSITION}").alias(POSITION))
             return commit_marks(stmt, marked, changed.unionByName(inserted), counts)
         acted = joined.where(self._in(targeted)).select(F.col(f"{t}.{ROW}").alias(ROW)).distinct()
+        if broadcast.fits_frame(acted):  # the touched files streamed past it: neither shuffled nor sorted
+            acted = F.broadcast(acted)
         in_touched = target.where(f"{FILE} IN ({', '.join(string(n) for n in touched) or 'NULL'})")
         kept = in_touched.join(acted, ROW, "left_anti").select(*stmt.carried)
         return commit_rewrite(stmt, kept.unionByName(changed).unionByName(inserted), touched, counts)

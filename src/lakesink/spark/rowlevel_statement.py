@@ -19,7 +19,8 @@ from .sqltext import ident
 PATH_NAME = "lakesink row-level change"
 KIND = "lakesink_rowkind"  # the row kind column of a keyed change (read as the kind, never stored)
 FILE = "lakesink_file"      # append tables: the data file a target row comes from
-ROW = "lakesink_row"        # a target row's identity: (file, row index) or the primary key
+ROW = "lakesink_row"        # a target row's identity: struct(file, row index) or struct(primary key)
+_FILE_ROW = "STRUCT<file: STRING, row: BIGINT>"
 POSITION = "lakesink_position"  # append tables with deletion vectors: a target row's index in its file
 TARGET_SEEN = "lakesink_in_target"
 SOURCE_SEEN = "lakesink_in_source"
@@ -187,10 +188,10 @@ def read_target(stmt: Statement, condition: str | None = None, snapshot_id: int 
         from .lineage import COLUMNS
         tracked = [f"CAST(NULL AS BIGINT) AS {c}" for c in COLUMNS] if stmt.tracks else []
         marked = [f"CAST(NULL AS BIGINT) AS {POSITION}"] if stmt.marks_rows else []
-        return df.selectExpr("*", *tracked, f"CAST(NULL AS STRING) AS {FILE}", f"CAST(NULL AS STRING) AS {ROW}",
+        return df.selectExpr("*", *tracked, f"CAST(NULL AS STRING) AS {FILE}", f"CAST(NULL AS {_FILE_ROW}) AS {ROW}",
                              *marked)
     identity = [F.col("_metadata.file_name").alias(FILE),
-                F.concat_ws("#", F.col("_metadata.file_name"), F.col("_metadata.row_index").cast("string")).alias(ROW)]
+                F.struct(F.col("_metadata.file_name").alias("file"), F.col("_metadata.row_index").alias("row")).alias(ROW)]
     if stmt.tracks:
         from . import lineage
         df = stmt.spark.read.schema(lineage.read_schema(schema)).parquet(*planned.file_paths())
@@ -201,7 +202,8 @@ def read_target(stmt: Statement, condition: str | None = None, snapshot_id: int 
         df = deleted_rows.read_files(stmt.spark, schema, planned, positions=True)
         name, position = F.col(deleted_rows.FILE_NAME), F.col(deleted_rows.POSITION)
         return df.select(*[F.col(ident(c)) for c in stmt.columns], name.alias(FILE),
-                         F.concat_ws("#", name, position.cast("string")).alias(ROW), position.alias(POSITION))
+                         F.struct(name.alias("file"), position.cast("bigint").alias("row")).alias(ROW),
+                         position.alias(POSITION))
     df = stmt.spark.read.schema(schema).parquet(*planned.file_paths())
     return df.select("*", *identity)
 
