@@ -63,3 +63,86 @@ def test_bulk_assignment_equals_pypaimons_key_by_key(case, stored):
     assert ours._partition_indexes[()].non_full_bucket_information == \
         theirs._partition_indexes[()].non_full_bucket_information
     assert ours.max_bucket_id == theirs.max_bucket_id
+
+
+# ---------------------------------------------------------------- format("paimon")'s planned assignment
+
+def _planned_reference(table, snapshot, plan, partitions, hashes) -> list[int]:
+    """The planned assignment, key by key, from the index as pypaimon reads it hash by hash: a
+    known hash keeps its bucket; a new one goes to the first bucket of its assigner with room in
+    the snapshot, else the assigner's next unused bucket id, else (max-buckets reached) one of the
+    assigner's buckets picked by abs(hash) % their number."""
+    from pypaimon.index.dynamic_bucket import _iter_hashes
+    from lakesink.paimon.keyed.dynamic import index_entries
+
+    n, out, by_partition = plan.assigners, [], {}
+    for partition, value in zip(partitions, hashes.tolist()):
+        if partition not in by_partition:
+            entries = index_entries(table, snapshot, partition)
+            known = {h: e.bucket for e in entries for h in _iter_hashes(table, e)}
+            by_partition[partition] = (known, {e.bucket: e.index_file.row_count for e in entries})
+        known, counts = by_partition[partition]
+        if value in known:
+            out.append(known[value])
+            continue
+        a = abs(value) % n if value >= 0 else (-value) % n
+        own = [b for b in counts if b % n == a]
+        room = [b for b in own if counts[b] < plan.target_rows]
+        limit = plan.max_buckets if plan.max_buckets > 0 else 1 << 15
+        fresh = [b for b in range(a, limit, n) if b not in counts]
+        out.append(room[0] if room else fresh[0] if fresh else sorted(own)[abs(value) % len(own)])
+    return out
+
+
+@pytest.mark.parametrize("assigners, target, max_buckets", [(3, 700, -1), (3, 700, 4), (1, 300, 3)],
+                         ids=["buckets open", "max-buckets reached", "full buckets picked by hash"])
+def test_planned_assignment_in_bulk_equals_the_rule_key_by_key(tmp_path, assigners, target, max_buckets):
+    import pyarrow as pa
+    from pypaimon.catalog.catalog_factory import CatalogFactory
+    from pypaimon.schema.schema import Schema
+
+    from lakesink.paimon.files.keyhash import key_hashes
+    from lakesink.paimon.keyed.dynamic import DynamicPlan, PlannedAssignment
+    from lakesink.paimon.table import tables
+
+    catalog = CatalogFactory.create({"warehouse": str(tmp_path)})
+    catalog.create_database("db", True)
+    schema = pa.schema([pa.field("id", pa.int64(), False), pa.field("p", pa.string(), False), ("v", pa.int64())])
+    catalog.create_table("db.t", Schema.from_pyarrow_schema(schema, partition_keys=["p"], primary_keys=["id", "p"],
+                                                            options={"bucket": "-1",
+                                                                     "dynamic-bucket.target-row-num": "700"}), False)
+    ids = np.arange(3000)
+    data = pa.table({"id": ids, "p": ["a" if i % 3 else "b" for i in ids], "v": ids}, schema=schema)
+    written = catalog.get_table("db.t")  # pypaimon's own writer makes the buckets and their index
+    builder = written.new_batch_write_builder()
+    write, commit = builder.new_write(), builder.new_commit()
+    write.write_arrow(data)
+    commit.commit(write.prepare_commit())
+    write.close()
+    commit.close()
+
+    path = f"{tmp_path}/db.db/t"
+    table = tables.open_table(path)
+    snapshot = table.snapshot_manager().get_latest_snapshot()
+    # known keys (every third one) and new ones, in both partitions and a new one
+    more = np.arange(3000, 6000)
+    rows = pa.table({"id": np.concatenate([ids[::3], more]),
+                     "p": ["a" if i % 3 else "b" for i in ids[::3]] + [("a", "b", "c")[i % 3] for i in more]})
+    fields = [f for f in table.table_schema.fields if f.name == "id"]
+    hashes = key_hashes(rows.select(["id"]), ["id"], fields)
+    hashes = np.asarray(hashes, np.int32)
+    partitions = [(p,) for p in rows.column("p").to_pylist()]
+    plan = DynamicPlan(path, None, snapshot.id, assigners, target, max_buckets)
+    expected = _planned_reference(table, snapshot, plan, partitions, hashes)
+    got = PlannedAssignment(plan).assign(partitions, hashes)
+    assert got.tolist() == expected
+    assert len(set(expected)) >= 3
+    scan = written.new_read_builder().new_scan().plan().splits()  # where pypaimon put each known id
+    home = {(i, s.partition.values[0]): s.bucket for s in scan
+            for i in written.new_read_builder().new_read().to_arrow([s]).column("id").to_pylist()}
+    known = len(ids[::3])
+    assert got[:known].tolist() == [home[(i, p[0])] for i, p in zip(ids[::3].tolist(), partitions[:known])]
+    again = PlannedAssignment(plan)  # the same function in another task, given the rows in two parts
+    half = len(partitions) // 2
+    assert np.concatenate([again.assign(partitions[:half], hashes[:half]),
+                           again.assign(partitions[half:], hashes[half:])]).tolist() == expected

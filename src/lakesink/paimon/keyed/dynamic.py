@@ -121,6 +121,15 @@ class Assigners:
         return out
 
 
+def index_entries(table, snapshot, partition: tuple) -> list:
+    """The HASH index entries of `partition` in `snapshot`'s index manifest (None: no snapshot)."""
+    if snapshot is None:
+        return []
+    from pypaimon.index.index_file_handler import IndexFileHandler
+    return IndexFileHandler(table).scan(snapshot, lambda e: e.index_file.index_type == HASH_INDEX
+                                        and tuple(e.partition.values) == partition)
+
+
 class StoredIndex:
     """One assigner's keys in a partition's HASH index as of the planned snapshot: their hashes
     sorted, with their buckets, looked up in bulk. (pypaimon restores the hashes a batch asks
@@ -134,17 +143,22 @@ class StoredIndex:
 
     @classmethod
     def of(cls, assigner, partition: tuple) -> StoredIndex:
-        from pypaimon.index.index_file_handler import IndexFileHandler
-        table, snapshot = assigner.table, assigner.snapshot
-        if assigner.ignore_existing or snapshot is None:
+        if assigner.ignore_existing or assigner.snapshot is None:
             return cls(np.empty(0, np.int32), np.empty(0, np.int32))
+        return cls.read(assigner.table, partition, index_entries(assigner.table, assigner.snapshot, partition),
+                        (assigner.num_assigners, assigner.assign_id))
+
+    @classmethod
+    def read(cls, table, partition: tuple, entries: list, only: tuple[int, int] | None = None) -> StoredIndex:
+        """The hashes of a partition's index `entries` (`index_entries`); `only` = (n, a): those of
+        assigner `a` of `n`."""
         hashes, buckets = [], []
-        for entry in IndexFileHandler(table).scan(snapshot, lambda e: e.index_file.index_type == HASH_INDEX
-                                                  and tuple(e.partition.values) == partition):
+        for entry in entries:
             path = table.path_factory().bucket_index_path(partition, entry.bucket, entry.index_file, table.file_io)
             with table.file_io.new_input_stream(path) as stream:
                 found = np.frombuffer(stream.read(), ">i4").astype(np.int32)  # Paimon's HashIndexFile
-            found = found[assigner_of(found, assigner.num_assigners) == assigner.assign_id]
+            if only is not None:
+                found = found[assigner_of(found, only[0]) == only[1]]
             hashes.append(found)
             buckets.append(np.full(len(found), entry.bucket, np.int32))
         if not hashes:
@@ -324,51 +338,66 @@ class PlannedAssignment:
     snapshot, keeps known keys in their buckets, and sends a new key to the first bucket of its
     assigner (`abs(hash % n)`) that had room in that snapshot, or the assigner's next new bucket.
     The same function in every task, so a key gets one bucket however its rows are spread; a
-    bucket may pass `target-row-num` by one write's new keys (the next write opens another)."""
+    bucket may pass `target-row-num` by one write's new keys (the next write opens another).
+    Looked up in bulk: the partition's index as sorted arrays (`StoredIndex`), read once a task."""
+
+    _NONE, _FULL = -2, -1  # an assigner without a bucket for new keys; one whose buckets are full
 
     def __init__(self, plan: DynamicPlan):
         self.plan = plan
         self._table = self._snapshot = None
-        self._partitions: dict[tuple, tuple[dict, dict]] = {}
+        # partition -> (its index, each assigner's bucket for new keys, full assigners' buckets)
+        self._partitions: dict[tuple, tuple[StoredIndex, np.ndarray, dict]] = {}
 
     def assign(self, partitions: list[tuple], hashes: np.ndarray) -> np.ndarray:
         if self._table is None:
             self._table, self._snapshot = self.plan.open()
+        hashes = np.asarray(hashes, np.int32)
         out = np.zeros(len(hashes), np.int32)
-        n = self.plan.assigners
-        ids = assigner_of(hashes, n)
-        for i, (partition, value) in enumerate(zip(partitions, hashes.tolist())):
-            known, opened = self._partition(partition)
-            bucket = known.get(value)
-            if bucket is None:
-                a = int(ids[i])
-                bucket = opened.get(a)
-                if bucket is None:
-                    raise ConfigurationError(
-                        f"{self.plan.path}: partition {partition} has dynamic-bucket.max-buckets="
-                        f"{self.plan.max_buckets} buckets, none of them owned by assigner {a} of {n}; raise "
-                        "dynamic-bucket.max-buckets.", option="dynamic-bucket.max-buckets")
-                if isinstance(bucket, list):  # full, max-buckets reached: spread by hash, as Paimon spreads
-                    bucket = bucket[abs(value) % len(bucket)]
-            out[i] = bucket
+        distinct = set(partitions)
+        if len(distinct) == 1:  # an unpartitioned table, or one partition
+            groups = {next(iter(distinct)): slice(None)}
+        else:
+            rows: dict[tuple, list[int]] = {}
+            for i, partition in enumerate(partitions):
+                rows.setdefault(partition, []).append(i)
+            groups = {p: np.asarray(r, np.int64) for p, r in rows.items()}
+        for partition, rows in groups.items():
+            out[rows] = self._assign(partition, hashes[rows])
         return out
+
+    def _assign(self, partition: tuple, hashes: np.ndarray) -> np.ndarray:
+        stored, opened, full = self._partition(partition)
+        buckets = stored.lookup(hashes)
+        new = np.flatnonzero(buckets < 0)
+        if not len(new):
+            return buckets
+        n = self.plan.assigners
+        ids = assigner_of(hashes[new], n)
+        chosen = opened[ids]
+        if (chosen == self._NONE).any():
+            a = int(ids[np.argmax(chosen == self._NONE)])
+            raise ConfigurationError(
+                f"{self.plan.path}: partition {partition} has dynamic-bucket.max-buckets={self.plan.max_buckets} "
+                f"buckets, none of them owned by assigner {a} of {n}; raise dynamic-bucket.max-buckets.",
+                option="dynamic-bucket.max-buckets")
+        for a in np.unique(ids[chosen == self._FULL]).tolist():  # max-buckets reached: spread by hash
+            at = np.flatnonzero((ids == a) & (chosen == self._FULL))
+            own = full[a]
+            chosen[at] = own[np.abs(hashes[new][at].astype(np.int64)) % len(own)]
+        buckets[new] = chosen
+        return buckets
 
     def _partition(self, partition: tuple):
         found = self._partitions.get(partition)
         if found is not None:
             return found
-        from pypaimon.index.dynamic_bucket import _iter_hashes
-        from pypaimon.index.index_file_handler import IndexFileHandler
-        entries = [] if self._snapshot is None else IndexFileHandler(self._table).scan(
-            self._snapshot, lambda e: e.index_file.index_type == HASH_INDEX
-            and tuple(e.partition.values) == partition)
-        known = {}
-        for entry in entries:
-            for value in _iter_hashes(self._table, entry):
-                known[value] = entry.bucket
+        entries = index_entries(self._table, self._snapshot, partition)
+        stored = StoredIndex.read(self._table, partition, entries)
         n, target, most = self.plan.assigners, self.plan.target_rows, self.plan.max_buckets
         counts = {e.bucket: e.index_file.row_count for e in entries}
-        opened: dict[int, object] = {}
+        opened = np.full(n, self._NONE, np.int32)
+        full: dict[int, np.ndarray] = {}
         for a in range(n):
             own = [b for b in counts if b % n == a]
             room = [b for b in own if counts[b] < target]
@@ -379,6 +408,6 @@ class PlannedAssignment:
             if fresh is not None:
                 opened[a] = fresh
             elif own:
-                opened[a] = sorted(own)
-        self._partitions[partition] = (known, opened)
-        return known, opened
+                opened[a], full[a] = self._FULL, np.asarray(sorted(own), np.int32)
+        self._partitions[partition] = (stored, opened, full)
+        return self._partitions[partition]
