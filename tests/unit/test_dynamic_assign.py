@@ -104,6 +104,7 @@ def test_planned_assignment_in_bulk_equals_the_rule_key_by_key(tmp_path, assigne
     from lakesink.paimon.files.keyhash import key_hashes
     from lakesink.paimon.keyed.dynamic import DynamicPlan, PlannedAssignment
     from lakesink.paimon.table import tables
+    from tests.helpers import pypaimon_append
 
     catalog = CatalogFactory.create({"warehouse": str(tmp_path)})
     catalog.create_database("db", True)
@@ -113,13 +114,8 @@ def test_planned_assignment_in_bulk_equals_the_rule_key_by_key(tmp_path, assigne
                                                                      "dynamic-bucket.target-row-num": "700"}), False)
     ids = np.arange(3000)
     data = pa.table({"id": ids, "p": ["a" if i % 3 else "b" for i in ids], "v": ids}, schema=schema)
-    written = catalog.get_table("db.t")  # pypaimon's own writer makes the buckets and their index
-    builder = written.new_batch_write_builder()
-    write, commit = builder.new_write(), builder.new_commit()
-    write.write_arrow(data)
-    commit.commit(write.prepare_commit())
-    write.close()
-    commit.close()
+    written = catalog.get_table("db.t")
+    pypaimon_append(written, data)  # pypaimon's own writer makes the buckets and their index
 
     path = f"{tmp_path}/db.db/t"
     table = tables.open_table(path)
