@@ -369,3 +369,21 @@ def test_row_level_changes_of_a_table_storing_its_rowkind_field_write_the_kinds_
 
 def test_errors_are_lakesink_errors():
     assert issubclass(MultipleMatchError, LakesinkError)
+
+
+def test_a_statement_puts_the_sessions_cache_setting_back(spark, table_path):
+    """Statements cache what they read back uncompressed, for their own jobs only."""
+    key = "spark.sql.inMemoryColumnarStorage.compressed"
+    _create(spark, table_path, "keyed")
+    for preset in (None, "true"):
+        if preset is not None:
+            spark.conf.set(key, preset)
+        try:
+            source = spark.createDataFrame([(1, 9.0, "U", "d1")], "id long, amount double, op string, dt string")
+            lakesink.merge(spark, table_path, source, on="t.id = s.id and t.dt = s.dt") \
+                .when_matched_update(set={"amount": "s.amount"}).execute()
+            lakesink.delete(spark, table_path, where="id = 2")
+            assert spark.conf.get(key, None) == preset
+        finally:
+            spark.conf.unset(key)
+    assert [r for r in _rows(table_path) if r[0] in (1, 2)] == [(1, 9.0, "new", "d1")]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
@@ -19,6 +18,7 @@ from .keyed import keyed_frame
 from .bucket import key_type
 from .output import check_spark_can_write, ensure_micros_timestamps, list_parquet_files, spark_output
 from .rewrite import distributed
+from .settings import setting
 
 
 def write_keyed(df, path: str, mode: str, opts: WriteOptions, path_name: str, table=NOT_OPENED) -> CommitReport:
@@ -97,46 +97,19 @@ def write_keyed_files(df, target, layout, spec, next_sequence, staging_dir: str,
 
 
 _OPEN_FILES = "spark.sql.maxConcurrentOutputFileWriters"
-_open_files_lock = threading.Lock()
-_open_files_users: dict[tuple, dict] = {}  # session -> {"previous": its own value, "needs": [...]}
-
-
-def _session_key(spark):
-    """One key per Spark session: its JVM object, or its Connect session id (no JVM here)."""
-    try:
-        return ("jvm", spark._jsparkSession.hashCode())
-    except Exception:  # noqa: BLE001 - Spark Connect refuses JVM attributes
-        return ("connect", getattr(spark, "session_id", id(spark)))
 
 
 @contextmanager
 def concurrent_writers(spark, count: int):
     """For this write: Spark's tasks keep up to `count` files open instead of sorting their rows
     by the partition columns first (`spark.sql.maxConcurrentOutputFileWriters`, a session
-    setting read when the write is planned and run). Writes of one session in several threads
-    share it: set while any needs it, put back when the last one ends (without it, Spark would
-    sort by bucket and the files would lose their key order)."""
+    setting read when the write is planned and run; a larger one is left as it is). Without it,
+    Spark would sort by bucket and the files would lose their key order."""
     if not count:
         yield
         return
-    session = _session_key(spark)
-    with _open_files_lock:
-        users = _open_files_users.setdefault(session, {"previous": spark.conf.get(_OPEN_FILES, None), "needs": []})
-        users["needs"].append(count)
-        current = spark.conf.get(_OPEN_FILES, None)
-        if not current or int(current) < count:
-            spark.conf.set(_OPEN_FILES, str(count))
-    try:
+    with setting(spark, _OPEN_FILES, str(count), keep=lambda current, value: int(current) >= int(value)):
         yield
-    finally:
-        with _open_files_lock:
-            users["needs"].remove(count)
-            if not users["needs"]:
-                del _open_files_users[session]
-                if users["previous"] is None:
-                    spark.conf.unset(_OPEN_FILES)
-                else:
-                    spark.conf.set(_OPEN_FILES, users["previous"])
 
 
 def _describe(paths, layout, spec, file_io):

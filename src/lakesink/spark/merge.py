@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigurationError, MultipleMatchError
 from ..protocol import CommitReport
+from .settings import uncompressed_cache
 from .rowlevel_commit import already_committed, commit_keyed, commit_marks, commit_rewrite
 from .rowlevel_statement import (FILE, KIND, POSITION, ROW, SOURCE_SEEN, TARGET_SEEN, analysed, cast_to,
                                  check_assignment, check_columns, open_statement, read_target, true_of)
@@ -93,6 +94,10 @@ class Merge:
         if not self._clauses:
             raise ConfigurationError(f"{_WHAT}: no clause; add when_matched_update(...), "
                                      "when_not_matched_insert_all(), ... before execute(). Nothing was changed.")
+        with uncompressed_cache(self._spark):  # the source and the joined rows are persisted
+            return self._execute()
+
+    def _execute(self) -> CommitReport:
         stmt = open_statement(self._spark, self._table, self._user, self._identifier, _WHAT, self._branch)
         clauses = [self._resolved(c, stmt) for c in self._clauses]
         replay = already_committed(stmt)

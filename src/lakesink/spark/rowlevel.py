@@ -32,7 +32,20 @@ from ..protocol import CommitReport
 from .rowlevel_commit import already_committed, commit_keyed, commit_marks, commit_rewrite
 from .rowlevel_statement import (FILE, KIND, POSITION, Statement, analysed, cast_to, check_assignment, check_columns,
                                  open_statement, read_target, target_shape, true_of)
+from .settings import uncompressed_cache
 from .sqltext import ident, string
+
+
+def _persisting(statement):
+    """A statement persists the rows it reads back (matched rows, the change): cached as they
+    are, not compressed column by column (`settings.uncompressed_cache`)."""
+    import functools
+
+    @functools.wraps(statement)
+    def run(spark, *args, **kwargs):
+        with uncompressed_cache(spark):
+            return statement(spark, *args, **kwargs)
+    return run
 
 
 def _lineage_of_updated(stmt: Statement, condition: str) -> list[str]:
@@ -45,6 +58,7 @@ def _lineage_of_updated(stmt: Statement, condition: str) -> list[str]:
             FILE]
 
 
+@_persisting
 def delete(spark, name: str, where: str | None = None, *, commit_user: str | None = None,
            commit_identifier: int | None = None, branch: str | None = None) -> CommitReport:
     stmt = open_statement(spark, name, commit_user, commit_identifier, "lakesink.delete", branch)
@@ -73,6 +87,7 @@ def delete(spark, name: str, where: str | None = None, *, commit_user: str | Non
     return commit_rewrite(stmt, kept.select(*stmt.carried), touched, counts)
 
 
+@_persisting
 def update(spark, name: str, set: dict, where: str | None = None, *, commit_user: str | None = None,
            commit_identifier: int | None = None, branch: str | None = None) -> CommitReport:
     if not set:
