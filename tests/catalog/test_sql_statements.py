@@ -146,3 +146,20 @@ def test_row_level_statements_on_a_branch_change_the_branch_only(spark, cat):
     with pytest.raises(UnsupportedStatementError, match=r"b\$snapshots"):
         sql(spark, "DELETE FROM shop.`b$snapshots` WHERE id = 2")
     assert rows(cat, "shop.b", "id", "amount") == [(1, 10), (2, 20), (3, 30)]
+
+
+def test_queries_and_inserts_name_a_branch_and_whole_table_statements_refuse_it(spark, cat):
+    lakesink.write(spark.range(3), "shop.q")
+    lakesink.branch.create("shop.q", "audit")
+    sql(spark, "INSERT INTO shop.`q$branch_audit` VALUES (10), (11)")
+    assert [tuple(r) for r in sql(spark, "SELECT count(*), max(id) FROM shop.`q$branch_audit`").collect()] == [(5, 11)]
+    both = "SELECT count(*) FROM shop.q m JOIN shop.`q$branch_audit` b ON m.id = b.id"
+    assert [tuple(r) for r in sql(spark, both).collect()] == [(3,)]
+    for statement, named in [("SELECT * FROM shop.`q$snapshots`", "a query"),
+                             ("DROP TABLE shop.`q$branch_audit`", "DROP TABLE"),
+                             ("INSERT OVERWRITE shop.`q$branch_audit` SELECT 1", "INSERT OVERWRITE"),
+                             ("ALTER TABLE shop.`q$branch_audit` ADD COLUMN v STRING", "ALTER TABLE")]:
+        with pytest.raises(UnsupportedStatementError, match=named):
+            sql(spark, statement)
+    assert rows(cat, "shop.q", "id") == [(0,), (1,), (2,)]  # main as it was, and still there
+    assert lakesink.branch.list("shop.q") == ["audit"]

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from ..paimon.catalog.catalog import Catalog
-from ..paimon.catalog.names import TableName
+from ..paimon.catalog.names import TableName, branch_of
 
 _TOKENS = re.compile(r"""
     (?P<ws>\s+)
@@ -91,7 +91,8 @@ def rewrite(query: str, catalog: Catalog) -> tuple[str, dict[TableName, bool]]:
         if name.database not in databases:
             continue
         if name not in known:
-            known[name] = bool(catalog.resolve(_backquoted(name), "locate").exists)
+            table, _ = branch_of(name, "a query")  # a branch `t$branch_b` is of table t
+            known[name] = bool(catalog.resolve(_backquoted(table), "locate").exists)
         if not known[name]:
             continue
         found[name] = found.get(name, False) or _is_write_target(significant, first)
@@ -124,13 +125,14 @@ def sql(spark, query: str, catalog: Catalog | None, **kwargs):
     text, tables = rewrite(query, catalog)
     activate(spark)
     for name, writes in tables.items():
-        resolved = catalog.resolve(_backquoted(name), "read")
+        table, branch = branch_of(name, "a query")
+        resolved = catalog.resolve(_backquoted(table), "read")
         if writes:
-            options = {**resolved.fs_options, "path": resolved.path}
+            options = {**resolved.fs_options, "path": resolved.path, **({"branch": branch} if branch else {})}
             spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {view_name(name)} USING `{FORMAT}` OPTIONS ("
                       + ", ".join(f"{_sql_string(k)} {_sql_string(v)}" for k, v in options.items()) + ")")
         else:
-            read(spark, resolved.path, options=resolved.fs_options or None).createOrReplaceTempView(
+            read(spark, resolved.path, options=resolved.fs_options or None, branch=branch).createOrReplaceTempView(
                 view_name(name))
     return spark.sql(text, **kwargs)
 

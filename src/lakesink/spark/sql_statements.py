@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ..errors import ConfigurationError, UnsupportedStatementError
 from ..paimon.catalog.catalog import Catalog
-from ..paimon.catalog.names import TableName
+from ..paimon.catalog.names import TableName, branch_of
 
 _TABLE_COMMANDS = ("ALTER", "TRUNCATE", "ANALYZE", "REFRESH", "MSCK", "COMMENT", "CACHE", "UNCACHE", "REPAIR")
 
@@ -120,10 +120,21 @@ def _target(tree, catalog: Catalog) -> TableName | None:
     return catalog_name(table, catalog) if isinstance(table, exp.Table) else None
 
 
+def _whole(name: TableName | None, statement: str) -> TableName | None:
+    """`name`, which a DDL statement or an overwrite changes as a whole table: a branch
+    (`t$branch_b`) or a system table (`t$snapshots`) is refused, never taken for `t`."""
+    if name is not None and "$" in name.table:
+        base, branch = branch_of(name, statement)
+        raise UnsupportedStatementError(
+            statement, str(name), f"run it on {base} itself. A branch takes INSERT INTO, MERGE, UPDATE and DELETE "
+            f"here, lakesink.write(df, table, mode=..., options={{'branch': '{branch}'}}), and lakesink.branch.")
+    return name
+
+
 def _drop(spark, tree, catalog: Catalog):
     if str(tree.args.get("kind", "")).upper() != "TABLE":
         return None
-    names = [catalog_name(t, catalog) for t in tree.args.get("tables") or [tree.this]]
+    names = [_whole(catalog_name(t, catalog), "DROP TABLE") for t in tree.args.get("tables") or [tree.this]]
     if not any(names):
         return None
     if not all(names):
@@ -142,7 +153,7 @@ def _create(spark, tree, catalog: Catalog):
 
     if str(tree.args.get("kind", "")).upper() != "TABLE":
         return None
-    name = _target(tree, catalog)
+    name = _whole(_target(tree, catalog), "CREATE TABLE")
     if name is None:
         return None
     if tree.args.get("replace"):
@@ -205,7 +216,7 @@ def _create(spark, tree, catalog: Catalog):
 def _alter(spark, tree, query: str, catalog: Catalog):
     from sqlglot import exp
 
-    name = _target(tree, catalog)
+    name = _whole(_target(tree, catalog), "ALTER TABLE")
     if name is None:
         return None
     actions = tree.args.get("actions") or []
@@ -269,7 +280,7 @@ def _insert_overwrite(spark, tree, catalog: Catalog):
     if isinstance(table, exp.Schema):
         raise UnsupportedStatementError("INSERT OVERWRITE with a column list", str(table.this),
                                         "select the columns in the table's order instead.")
-    name = catalog_name(table, catalog)
+    name = _whole(catalog_name(table, catalog), "INSERT OVERWRITE")
     if name is None:
         return None
     from .fastpath import write
@@ -325,20 +336,10 @@ def _branch_of(table, name: TableName) -> tuple[TableName, str | None]:
     from sqlglot import exp
 
     alias = table.args.get("alias")
-    suffix = None
     if alias is not None and isinstance(alias.this, exp.Parameter):
-        suffix = "$" + alias.this.name
+        name = TableName(name.database, f"{name.table}${alias.this.name}")
         table.set("alias", None)
-    elif "$" in name.table:
-        base, dollar, rest = name.table.partition("$")
-        name, suffix = TableName(name.database, base), dollar + rest
-    if suffix is None:
-        return name, None
-    if not suffix.startswith("$branch_") or len(suffix) == len("$branch_"):
-        raise UnsupportedStatementError(
-            "a row-level change", f"{name}{suffix}", "change the table itself or a branch of it "
-            f"(`{name.table}$branch_<name>`); Paimon's system tables are read-only.")
-    return name, suffix[len("$branch_"):]
+    return branch_of(name, "a row-level change")
 
 
 def _quoted(name: TableName) -> str:

@@ -34,6 +34,23 @@ class TableName:
         return Identifier.create(self.database, self.table)
 
 
+def branch_of(name: TableName, statement: str) -> tuple[TableName, str | None]:
+    """(the table, its branch or None) of a name in SQL: Paimon's SQL names branch `b` of table
+    `t` as `t$branch_b`. Any other `$` suffix names one of Paimon's system tables (`t$snapshots`),
+    which `lakesink.sql` does not serve: refused, rather than reading or changing `t` itself."""
+    from ...errors import UnsupportedStatementError
+
+    base, dollar, suffix = name.table.partition("$")
+    if not dollar:
+        return name, None
+    table = TableName(name.database, base)
+    if suffix.startswith("branch_") and len(suffix) > len("branch_"):
+        return table, suffix[len("branch_"):]
+    raise UnsupportedStatementError(
+        statement, str(name), f"lakesink.sql serves the table itself and its branches (`{base}$branch_<name>`), "
+        "not Paimon's system tables; lakesink.history and the `lakesink` CLI show snapshots, tags and files.")
+
+
 def split_name(text: str) -> list[str]:
     """`a.b.c` → [a, b, c]; backquoted parts may hold dots (``a.`b.c` `` → [a, b.c])."""
     parts, current, quoted, i = [], "", False, 0
