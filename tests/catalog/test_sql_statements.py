@@ -163,3 +163,16 @@ def test_queries_and_inserts_name_a_branch_and_whole_table_statements_refuse_it(
             sql(spark, statement)
     assert rows(cat, "shop.q", "id") == [(0,), (1,), (2,)]  # main as it was, and still there
     assert lakesink.branch.list("shop.q") == ["audit"]
+
+
+def test_a_name_with_a_branch_or_system_suffix_is_never_taken_for_the_table(spark, cat):
+    lakesink.write(spark.range(3), "shop.n")
+    lakesink.branch.create("shop.n", "audit")
+    with pytest.raises(ConfigurationError, match=r"branch='audit'"):
+        lakesink.write(spark.range(10, 12), "shop.n$branch_audit")
+    with pytest.raises(ConfigurationError, match=r"branch='audit'"):
+        lakesink.read(spark, "shop.`n$branch_audit`")
+    with pytest.raises(ConfigurationError, match="system tables"):
+        lakesink.read(spark, "shop.n$snapshots")
+    assert rows(cat, "shop.n", "id") == [(0,), (1,), (2,)]
+    assert lakesink.read(spark, "shop.n", branch="audit").count() == 3

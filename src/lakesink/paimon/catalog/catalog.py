@@ -137,6 +137,22 @@ def resolve(text: str, catalog: Catalog | None, purpose: str = "read") -> Resolv
 
 # ------------------------------------------------------------------ the catalog
 
+def _refuse_suffix(name: TableName) -> None:
+    """A name with Paimon's `$` suffix (`t$branch_b`, `t$snapshots`) is not table `t`: refused
+    rather than resolved to `t` (the entry points that take a branch split it off first)."""
+    base, _, suffix = name.table.partition("$")
+    if suffix.startswith("branch_") and len(suffix) > len("branch_"):
+        branch = suffix[len("branch_"):]
+        raise ConfigurationError(
+            f"'{name}' names branch {branch!r} of {name.database}.{base}: give the table and the branch apart, "
+            f"branch={branch!r} (lakesink.read, read_stream, delete, update, merge) or options={{'branch': "
+            f"{branch!r}}} (writes, format(\"paimon\")). Nothing was read or written.", table=str(name),
+            option="branch")
+    raise ConfigurationError(
+        f"'{name}' names one of Paimon's system tables, which lakesink does not read or write; lakesink.history "
+        "and the `lakesink` CLI show snapshots, tags and files. Nothing was read or written.", table=str(name))
+
+
 class Catalog:
     """A Paimon catalog: pypaimon's, with lakesink's name rule and checks on top.
 
@@ -226,6 +242,8 @@ class Catalog:
         if is_path(text):
             return ResolvedTable(storage.normalize(text))
         name = self.parse_name(text)
+        if "$" in name.table:
+            _refuse_suffix(name)
         if local_table(text):
             raise AmbiguousTableNameError(
                 f"{text!r} is both a table name in the {self.config.describe()} and a Paimon table in the "
