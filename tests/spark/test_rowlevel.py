@@ -170,6 +170,17 @@ def test_two_source_rows_on_one_target_row_fail_the_merge_and_leave_the_table_un
     assert latest_snapshot_id(table_path) == 1 and _rows(table_path) == sorted(ROWS)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_two_source_rows_on_one_target_row_through_different_clauses_fail_the_merge(spark, table_path, kind):
+    _create(spark, table_path, kind)
+    source = spark.createDataFrame([(3, 1.0, "a", "d1"), (3, 2.0, "b", "d1")], SCHEMA)
+    with pytest.raises(MultipleMatchError, match=r"\(2 source rows matched one target row\)"):
+        (lakesink.merge(spark, table_path, source, on="t.id = s.id")
+         .when_matched_delete(condition="s.status = 'a'").when_matched_update(set={"amount": "s.amount"})
+         .execute())
+    assert latest_snapshot_id(table_path) == 1 and _rows(table_path) == sorted(ROWS)
+
+
 def test_two_source_rows_may_delete_one_target_row_when_that_is_the_only_matched_clause(spark, table_path):
     _create(spark, table_path, "append")
     source = spark.createDataFrame([(3, 1.0, "a", "d1"), (3, 2.0, "b", "d1")], SCHEMA)

@@ -146,7 +146,8 @@ class _Plan:
     def __init__(self, merge: Merge, stmt, clauses: list[_Clause], source):
         self.m, self.stmt, self.clauses, self.source = merge, stmt, clauses, source
         self._kept = []
-        self._keyed_joined = None  # keyed_changes' joined rows, which keyed_counts counts
+        self._keyed_counts = None  # what keyed_changes writes, counted when it checked the joined rows
+        self.single = True  # a target row takes one joined row with an action (see tally)
 
     def release(self) -> None:
         for frame in self._kept:
@@ -243,24 +244,37 @@ class _Plan:
                        else f"{fallback} AS {ident(column)}")
         return out
 
-    def check_single_match(self, joined) -> bool:
-        """Delta's rule: a target row matched by several source rows that a matched clause acts on
-        is an error, unless the only matched clause is an unconditional delete (then False: not
-        checked, a target row may have several joined rows with an action)."""
-        matched = [c for c in self.clauses if c.when == "matched"]
-        if len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None:
-            return False
-        s, t = self.m._s, self.m._t
-        both = f"{s}.{SOURCE_SEEN} IS NOT NULL AND {t}.{TARGET_SEEN} IS NOT NULL"
+    def tally(self, joined, by_file: bool = False) -> list:
+        """The joined rows with an action, counted in one job: per action (and, `by_file`, per
+        target file), the target rows it acts on (`targets`), its joined rows (`joined`) and the
+        most joined rows one target row has (`most`). Then Delta's rule: a target row matched by
+        several source rows that a matched clause acts on is an error, unless the only matched
+        clause is an unconditional delete (`self.single` False: a target row may then have
+        several joined rows)."""
         from pyspark.sql import functions as F
-        found = (joined.where(f"{_ACTION} IS NOT NULL AND {both}").groupBy(F.col(f"{t}.{ROW}")).count()
-                 .where("count > 1").limit(1).collect())
-        if found:
+        t = self.m._t
+        acted = joined.where(f"{_ACTION} IS NOT NULL")
+        row, action, file = F.col(f"{t}.{ROW}"), F.col(_ACTION), F.col(f"{t}.{FILE}")
+        files = [FILE] if by_file else []
+        # Each target row's joined rows together: one action, unless several source rows match it.
+        targets = (acted.where(row.isNotNull()).groupBy(row.alias(ROW))
+                   .agg(F.count(F.lit(1)).alias("n"), F.min(action).alias(_ACTION),
+                        *([F.first(file).alias(FILE)] if by_file else []))
+                   .groupBy(_ACTION, *files)
+                   .agg(F.count(F.lit(1)).alias("targets"), F.sum("n").alias("joined"), F.max("n").alias("most")))
+        inserts = (acted.where(row.isNull()).groupBy(action.alias(_ACTION), *([file.alias(FILE)] if by_file else []))
+                   .agg(F.lit(0).cast("long").alias("targets"), F.count(F.lit(1)).alias("joined"),
+                        F.lit(1).cast("long").alias("most")))
+        rows = targets.unionByName(inserts).collect()
+        matched = [c for c in self.clauses if c.when == "matched"]
+        self.single = not (len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None)
+        most = max((r["most"] for r in rows if self.clauses[r[_ACTION]].when == "matched"), default=1)
+        if self.single and most > 1:
             raise MultipleMatchError(
                 f"{_WHAT}: Cannot perform Merge as multiple source rows matched and attempted to modify the "
-                f"same target row in {self.stmt.path} ({found[0][1]} source rows matched one target row). "
+                f"same target row in {self.stmt.path} ({most} source rows matched one target row). "
                 "Deduplicate the source or refine the ON condition. Nothing was changed.", table=self.stmt.path)
-        return True
+        return rows
 
     def counts(self, rows) -> dict:
         """{inserted, updated, deleted} from (action, distinct target rows, joined rows) rows."""
@@ -273,8 +287,8 @@ class _Plan:
 
     # -- primary-key tables ---------------------------------------------------
     def keyed_changes(self, target):
-        joined = self._keyed_joined = self.joined(target)
-        checked = self.check_single_match(joined)
+        joined = self.joined(target)
+        self._keyed_counts = self.counts(self.tally(joined))  # before anything is written: the check
         t = self.m._t
         targeted = self._indices("update", "delete")
         deletes = self._indices("delete")
@@ -282,7 +296,7 @@ class _Plan:
         changed = joined.where(self._in(targeted)).selectExpr(
             *self.values(joined, "update", lambda c, _: f"{t}.{ident(c)}"), f"{kind} AS {KIND}",
             f"{t}.{ROW} AS {ROW}")
-        if not checked:  # the delete-only case: one -D a row (checked: one actioned joined row a target row)
+        if not self.single:  # the delete-only case: one -D a row (else: one actioned joined row a target row)
             changed = changed.dropDuplicates([ROW])
         changed = changed.drop(ROW)
         inserted = joined.where(self._in(self._indices("insert"))).selectExpr(
@@ -292,14 +306,7 @@ class _Plan:
     def keyed_counts(self) -> dict:
         """What keyed_changes writes, counted on the persisted joined rows (the change itself is
         not persisted): a +U / -D row per target row acted on, a +I row per inserting joined row."""
-        return self.counts(self._action_counts(self._keyed_joined))
-
-    def _action_counts(self, joined, *by):
-        from pyspark.sql import functions as F
-        t = self.m._t
-        return (joined.where(f"{_ACTION} IS NOT NULL").groupBy(*by, F.col(_ACTION).alias(_ACTION))
-                .agg(F.count_distinct(F.col(f"{t}.{ROW}")).alias("targets"), F.count(F.lit(1)).alias("joined"))
-                .collect())
+        return self._keyed_counts
 
     # -- append tables: copy-on-write -----------------------------------------
     def rewrite(self) -> CommitReport:
@@ -308,9 +315,8 @@ class _Plan:
         stmt, t = self.stmt, self.m._t
         target = read_target(stmt)
         joined = self.joined(target)
-        self.check_single_match(joined)
         targeted = self._indices("update", "delete")
-        rows = self._action_counts(joined, F.col(f"{t}.{FILE}").alias(FILE))
+        rows = self.tally(joined, by_file=True)
         counts = self.counts(rows)
         touched = sorted({r[FILE] for r in rows if r[_ACTION] in targeted and r[FILE] is not None})
         # Row-tracking tables: an updated row keeps its _ROW_ID and gets the statement's
