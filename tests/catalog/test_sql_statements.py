@@ -140,6 +140,7 @@ def test_row_level_statements_on_a_branch_change_the_branch_only(spark, cat):
                "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
     assert [tuple(r) for r in sql(spark, "DELETE FROM shop.b$branch_audit WHERE id = 1").collect()] == [(1,)]
     sql(spark, "UPDATE shop.`b$branch_audit` SET amount = amount + 1 WHERE id = 3")
+    assert lakesink.delete(spark, "shop.`b$branch_audit`", where="id = 5").rows_deleted == 0  # the name, as in SQL
     on_branch = lakesink.read(spark, "shop.b", branch="audit").toArrow()
     assert sorted(zip(*(on_branch.column(c).to_pylist() for c in ("id", "amount")))) == [(2, 21), (3, 31), (4, 40)]
     assert rows(cat, "shop.b", "id", "amount") == [(1, 10), (2, 20), (3, 30)]  # main as it was

@@ -147,7 +147,6 @@ class _Plan:
         self.m, self.stmt, self.clauses, self.source = merge, stmt, clauses, source
         self._kept = []
         self._keyed_counts = None  # what keyed_changes writes, counted when it checked the joined rows
-        self.single = True  # a target row takes one joined row with an action (see tally)
 
     def release(self) -> None:
         for frame in self._kept:
@@ -249,8 +248,8 @@ class _Plan:
         target file), the target rows it acts on (`targets`), its joined rows (`joined`) and the
         most joined rows one target row has (`most`). Then Delta's rule: a target row matched by
         several source rows that a matched clause acts on is an error, unless the only matched
-        clause is an unconditional delete (`self.single` False: a target row may then have
-        several joined rows)."""
+        clause is an unconditional delete (`single` False: a target row may then have several
+        joined rows)."""
         from pyspark.sql import functions as F
         t = self.m._t
         acted = joined.where(f"{_ACTION} IS NOT NULL")
@@ -266,8 +265,6 @@ class _Plan:
                    .agg(F.lit(0).cast("long").alias("targets"), F.count(F.lit(1)).alias("joined"),
                         F.lit(1).cast("long").alias("most")))
         rows = targets.unionByName(inserts).collect()
-        matched = [c for c in self.clauses if c.when == "matched"]
-        self.single = not (len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None)
         most = max((r["most"] for r in rows if self.clauses[r[_ACTION]].when == "matched"), default=1)
         if self.single and most > 1:
             raise MultipleMatchError(
@@ -275,6 +272,13 @@ class _Plan:
                 f"same target row in {self.stmt.path} ({most} source rows matched one target row). "
                 "Deduplicate the source or refine the ON condition. Nothing was changed.", table=self.stmt.path)
         return rows
+
+    @property
+    def single(self) -> bool:
+        """A target row may take one joined row with an action: false only where the one matched
+        clause is an unconditional delete (several source rows may delete one target row)."""
+        matched = [c for c in self.clauses if c.when == "matched"]
+        return not (len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None)
 
     def counts(self, rows) -> dict:
         """{inserted, updated, deleted} from (action, distinct target rows, joined rows) rows."""

@@ -42,7 +42,7 @@ from ..table import tables
 from . import cleanup, reservations
 from .config import CatalogConfig, connect
 from ..table.catalog_lock import first_line
-from .names import DEFAULT_DATABASE, PURPOSES, TableName, is_path, local_table, split_name
+from .names import DEFAULT_DATABASE, PURPOSES, TableName, is_path, local_table, split_name, split_suffix
 from .rows import connection_lost, insert_entry, is_driver_error
 from .staged_table import MARKER as STAGED_MARKER
 
@@ -140,9 +140,8 @@ def resolve(text: str, catalog: Catalog | None, purpose: str = "read") -> Resolv
 def _refuse_suffix(name: TableName) -> None:
     """A name with Paimon's `$` suffix (`t$branch_b`, `t$snapshots`) is not table `t`: refused
     rather than resolved to `t` (the entry points that take a branch split it off first)."""
-    base, _, suffix = name.table.partition("$")
-    if suffix.startswith("branch_") and len(suffix) > len("branch_"):
-        branch = suffix[len("branch_"):]
+    base, branch, _ = split_suffix(name.table)
+    if branch is not None:
         raise ConfigurationError(
             f"'{name}' names branch {branch!r} of {name.database}.{base}: give the table and the branch apart, "
             f"branch={branch!r} (lakesink.read, read_stream, delete, update, merge) or options={{'branch': "

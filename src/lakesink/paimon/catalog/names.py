@@ -34,21 +34,45 @@ class TableName:
         return Identifier.create(self.database, self.table)
 
 
+_BRANCH = "branch_"
+
+
+def split_suffix(table: str) -> tuple[str, str | None, str | None]:
+    """(the table, a branch, another suffix) of a table part Paimon may suffix with `$`:
+    `t$branch_b` is branch `b` of `t`; any other `t$x` names one of Paimon's system tables."""
+    base, dollar, suffix = table.partition("$")
+    if not dollar:
+        return table, None, None
+    if suffix.startswith(_BRANCH) and len(suffix) > len(_BRANCH):
+        return base, suffix[len(_BRANCH):], None
+    return base, None, suffix
+
+
+def split_branch(text: str) -> tuple[str, str | None]:
+    """(the path or name, the branch or None) of a table a caller may give as `<table>$branch_<b>`;
+    a name keeps its other parts as written (backquoted where they need it)."""
+    if is_path(text):
+        from ..table.branches import parse_description
+        return parse_description(text)
+    parts = split_name(text)
+    base, branch, _ = split_suffix(parts[-1])
+    if branch is None:
+        return text, None
+    return ".".join("`" + p.replace("`", "``") + "`" for p in [*parts[:-1], base]), branch
+
+
 def branch_of(name: TableName, statement: str) -> tuple[TableName, str | None]:
     """(the table, its branch or None) of a name in SQL: Paimon's SQL names branch `b` of table
     `t` as `t$branch_b`. Any other `$` suffix names one of Paimon's system tables (`t$snapshots`),
     which `lakesink.sql` does not serve: refused, rather than reading or changing `t` itself."""
     from ...errors import UnsupportedStatementError
 
-    base, dollar, suffix = name.table.partition("$")
-    if not dollar:
-        return name, None
-    table = TableName(name.database, base)
-    if suffix.startswith("branch_") and len(suffix) > len("branch_"):
-        return table, suffix[len("branch_"):]
-    raise UnsupportedStatementError(
-        statement, str(name), f"lakesink.sql serves the table itself and its branches (`{base}$branch_<name>`), "
-        "not Paimon's system tables; lakesink.history and the `lakesink` CLI show snapshots, tags and files.")
+    base, branch, other = split_suffix(name.table)
+    if other is not None:
+        raise UnsupportedStatementError(
+            statement, str(name), f"lakesink.sql serves the table itself and its branches (`{base}$branch_<name>`), "
+            "not Paimon's system tables; lakesink.history and the `lakesink` CLI show snapshots, tags and files.")
+    return TableName(name.database, base), branch
 
 
 def split_name(text: str) -> list[str]:
