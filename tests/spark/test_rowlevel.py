@@ -160,6 +160,33 @@ def test_merge_update_all_and_insert_all_upsert_the_source(spark, table_path, tm
         assert _rows(table_path) == _delta_rows(delta)
 
 
+def test_a_merge_into_a_partitioned_append_table_writes_each_partitions_new_rows_into_one_file(spark, table_path):
+    import glob
+
+    import pyarrow.parquet as pq
+
+    _create(spark, table_path, "append")
+    before = _live_files(table_path)
+    changes = [(i, 1000.0 + i, "upd", "d1" if i < 20 else "d2") for i in (1, 5, 9, 22, 30, 37)]
+    changes += [(100 + i, 100.0 + i, "ins", "d1" if i % 2 else "d2") for i in range(8)]
+    # The join's rows in several tasks, each holding rows of both partitions (as a large join's are).
+    previous = spark.conf.get("spark.sql.adaptive.coalescePartitions.enabled")
+    spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
+    try:
+        (lakesink.merge(spark, table_path, spark.createDataFrame(changes, SCHEMA).repartition(4), on="t.id = s.id")
+         .when_matched_update_all().when_not_matched_insert_all().execute())
+    finally:
+        spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", previous)
+    assert _rows(table_path) == sorted([r for r in ROWS if r[0] not in {c[0] for c in changes}] + changes)
+    holding = {}  # partition -> added files holding a changed or inserted row
+    for name in _live_files(table_path) - before:
+        [path] = glob.glob(f"{table_path}/**/{name}", recursive=True)
+        rows = pq.ParquetFile(path).read().to_pylist()
+        if any(r["status"] in ("upd", "ins") for r in rows):
+            holding.setdefault(rows[0]["dt"], []).append(name)
+    assert {dt: len(names) for dt, names in holding.items()} == {"d1": 1, "d2": 1}
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_two_source_rows_on_one_target_row_fail_the_merge_and_leave_the_table_unchanged(spark, table_path, kind):
     _create(spark, table_path, kind)

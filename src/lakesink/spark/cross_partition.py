@@ -27,6 +27,7 @@ from ..paimon.keyed.dynamic import DynamicPlan
 from ..paimon.keyed.layout import KeyedSpec
 from .arrow import spark_to_arrow
 from .bucket import task_keys, with_key_hash
+from .session import cores
 from .sqltext import ident
 
 _FIRST, _LAST, _FROM, _TO = "lakesink_x_first", "lakesink_x_last", "lakesink_x_from", "lakesink_x_to"
@@ -57,10 +58,7 @@ def index_frame(spark, plan: DynamicPlan, spec: KeyedSpec, schema: pa.Schema, ke
                       "bucket": pa.array([g.bucket for g in groups], pa.int32()),
                       "paths": pa.array([json.dumps(list(g.paths)) for g in groups]),
                       "deletions": pa.array([json.dumps(list(g.deletions)) for g in groups])})
-    try:
-        tasks = max(1, min(len(groups), spark.sparkContext.defaultParallelism))
-    except Exception:  # noqa: BLE001 - Spark Connect: no SparkContext in this process
-        tasks = min(len(groups), 2)
+    tasks = max(1, min(len(groups), cores(spark)))
 
     def read(batches):
         from lakesink import storage

@@ -67,11 +67,9 @@ def default_assigners(spark, per_core: int = 1) -> int:
     """Assigner tasks of a write whose table leaves `dynamic-bucket.assigner-parallelism` unset:
     one per core (Paimon's Spark default), or `per_core` per core up to 64 (and never fewer
     than one per core)."""
-    try:
-        cores = max(1, spark.sparkContext.defaultParallelism)
-    except Exception:  # noqa: BLE001 - Spark Connect: no SparkContext in this process
-        cores = 2
-    return max(cores, min(cores * per_core, MAX_DEFAULT_ASSIGNERS))
+    from .session import cores
+    n = cores(spark)
+    return max(n, min(n * per_core, MAX_DEFAULT_ASSIGNERS))
 
 
 def with_dynamic_bucket(df, spec: KeyedSpec, fields, hidden: list[str], plan: DynamicPlan, name: str,

@@ -20,6 +20,7 @@ from .catalog import resolve_for
 from .checks import checked_columns, translate_error
 from .output import check_spark_can_write, ensure_micros_timestamps, list_parquet_files, spark_output
 from .rewrite import distributed
+from .settings import concurrent_writers
 
 PATH_NAME = "lakesink.write (fast path)"
 _HIDDEN = "lakesink_partition_{}"
@@ -73,12 +74,13 @@ def write(df, path: str, mode: str = "append", *, partition_by: Iterable[str] | 
     return job.commit(files)
 
 
-def write_staged(df, job: BatchWrite, lineage: bool = False) -> None:
+def write_staged(df, job: BatchWrite, lineage: bool = False, open_files: int = 0) -> None:
     """Let Spark write `df` as Parquet into the job's staging directory, split by partition.
 
     `lineage`: `df` also has a row-tracking table's `_ROW_ID`, `_SEQUENCE_NUMBER` and runs
     (spark.lineage): they are stored too, and each run's rows, sorted by id, go into a file
-    of their own."""
+    of their own. `open_files`: a task writes up to that many partitions at once instead of
+    sorting its rows by partition first (rows sorted by run are written so, as they come)."""
     from .lineage import COLUMNS, ROW_ID, RUN
 
     names = [f.name for f in job.layout.fields]
@@ -97,7 +99,8 @@ def write_staged(df, job: BatchWrite, lineage: bool = False) -> None:
     if split:
         writer = writer.partitionBy(*split)
     ensure_micros_timestamps(df.sparkSession)
-    spark_output(df.sparkSession, job.staging_dir, job.target.fs_options, PATH_NAME).write(writer)
+    with concurrent_writers(df.sparkSession, open_files if split and not lineage else 0):
+        spark_output(df.sparkSession, job.staging_dir, job.target.fs_options, PATH_NAME).write(writer)
 
 
 def _merge(options, partition_by, commit_user, commit_identifier, primary_key=None) -> dict:

@@ -220,11 +220,8 @@ def keyed_frame(df, spec: KeyedSpec, fields, next_sequence: dict, dynamic=None, 
 
 def _write_tasks(spark, num_buckets: int, per_core: int = 1) -> int:
     """Tasks writing an unpartitioned table: one per bucket, at most `per_core` per core of the cluster."""
-    try:
-        cores = spark.sparkContext.defaultParallelism
-    except Exception:  # noqa: BLE001 - Spark Connect: no SparkContext in this process
-        cores = num_buckets
-    return max(1, min(num_buckets, cores * per_core))
+    from .session import cores
+    return max(1, min(num_buckets, cores(spark, default=num_buckets) * per_core))
 
 
 def _merge_versions(df, spec: KeyedSpec, names, window: str):

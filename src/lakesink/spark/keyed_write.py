@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 
 import pyarrow.parquet as pq
 
@@ -18,7 +17,7 @@ from .keyed import keyed_frame
 from .bucket import key_type
 from .output import check_spark_can_write, ensure_micros_timestamps, list_parquet_files, spark_output
 from .rewrite import distributed
-from .settings import setting
+from .settings import concurrent_writers
 
 
 def write_keyed(df, path: str, mode: str, opts: WriteOptions, path_name: str, table=NOT_OPENED) -> CommitReport:
@@ -87,6 +86,7 @@ def write_keyed_files(df, target, layout, spec, next_sequence, staging_dir: str,
                                                            kept)
         ensure_micros_timestamps(df.sparkSession)
         writer = frame.write.mode("error").option("compression", compression).partitionBy(*partition_columns)
+        # Sorting by bucket instead would lose the files' key order.
         with concurrent_writers(df.sparkSession, open_files):
             spark_output(df.sparkSession, staging_dir, target.fs_options, "lakesink.write").write(writer)
     finally:
@@ -94,22 +94,6 @@ def write_keyed_files(df, target, layout, spec, next_sequence, staging_dir: str,
             persisted.unpersist()
     crashpoints.reached("tasks-done")
     return _describe(list_parquet_files(staging_dir, target.fs_options), layout, spec, target.file_io)
-
-
-_OPEN_FILES = "spark.sql.maxConcurrentOutputFileWriters"
-
-
-@contextmanager
-def concurrent_writers(spark, count: int):
-    """For this write: Spark's tasks keep up to `count` files open instead of sorting their rows
-    by the partition columns first (`spark.sql.maxConcurrentOutputFileWriters`, a session
-    setting read when the write is planned and run; a larger one is left as it is). Without it,
-    Spark would sort by bucket and the files would lose their key order."""
-    if not count:
-        yield
-        return
-    with setting(spark, _OPEN_FILES, str(count), keep=lambda current, value: int(current) >= int(value)):
-        yield
 
 
 def _describe(paths, layout, spec, file_io):

@@ -99,6 +99,11 @@ def count_kinds(changes, kind: str = KIND) -> dict:
     return counts
 
 
+# A rewrite's task holds rows of a few partitions (a touched file's, and those of the changed and
+# inserted rows): written at once, not sorted by partition first (10M rows: the sort spilled 0.2 GB).
+_OPEN_FILES = 16
+
+
 def commit_rewrite(stmt: Statement, rewritten, touched: list[str], counts: dict) -> CommitReport:
     """Append tables: write `rewritten` (the new contents of the `touched` files, and inserted rows;
     `stmt.carried` columns) and commit one snapshot removing the touched files."""
@@ -122,7 +127,7 @@ def commit_rewrite(stmt: Statement, rewritten, touched: list[str], counts: dict)
             write_staged(with_runs(rewritten, [FILE], list(stmt.table.partition_keys)), job, lineage=True)
             files[:] = job.describe_staged(list_parquet_files(job.staging_dir, job.target.fs_options))
             return describe_rewritten(files, job.target.file_io)
-        write_staged(rewritten, job)
+        write_staged(rewritten, job, open_files=_OPEN_FILES)
         return job.describe_staged(list_parquet_files(job.staging_dir, job.target.fs_options))
 
     return _write_and_commit(job, write, counts)

@@ -94,6 +94,15 @@ def is_connect(spark) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def cores(spark, default: int = 2) -> int:
+    """The cluster's cores (Spark's default parallelism); `default` under Spark Connect, whose
+    client has no SparkContext."""
+    try:
+        return max(1, spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - Spark Connect refuses JVM attributes
+        return default
+
+
 def activate(spark) -> None:
     """Make `spark` the JVM's active session for the calling thread.
 

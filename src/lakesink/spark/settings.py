@@ -51,3 +51,17 @@ def uncompressed_cache(spark):
     compressing a 10M-row MERGE's 1.6M joined rows took half of the CPU of the job filling it."""
     with setting(spark, "spark.sql.inMemoryColumnarStorage.compressed", "false"):
         yield
+
+
+@contextmanager
+def concurrent_writers(spark, count: int):
+    """For this write: Spark's tasks keep up to `count` files open instead of sorting their rows
+    by the partitionBy columns first (`spark.sql.maxConcurrentOutputFileWriters`, a session
+    setting read when the write is planned and run; a larger one is left as it is); a task with
+    more files to write sorts the rest. 0: leave the setting alone."""
+    if not count:
+        yield
+        return
+    with setting(spark, "spark.sql.maxConcurrentOutputFileWriters", str(count),
+                 keep=lambda current, value: int(current) >= int(value)):
+        yield
