@@ -249,7 +249,8 @@ def read(spark: SparkSession, path: str, *, snapshot: int | None = None, tag: st
          filter: str | Sequence[tuple] | None = None, options: Mapping[str, str] | None = None,
          branch: str | None = None, columns: Sequence[str] | None = None) -> DataFrame:
     """A DataFrame of the Paimon table at `path` (or name): the latest snapshot, or one by id, tag or time;
-    `branch`: of that Paimon branch (docs/branches.md). `columns`: only these, in this order; tables
+    `branch`: of that Paimon branch (docs/branches.md; a name may also say it as Paimon's SQL does,
+    ``"shop.`orders$branch_audit`"``). `columns`: only these, in this order; tables
     with `row-tracking.enabled` also have `_ROW_ID` and `_SEQUENCE_NUMBER` (docs/row-level.md).
 
     The driver plans with pypaimon (pruned by partitions and min/max statistics);

@@ -166,14 +166,21 @@ def test_queries_and_inserts_name_a_branch_and_whole_table_statements_refuse_it(
     assert lakesink.branch.list("shop.q") == ["audit"]
 
 
-def test_a_name_with_a_branch_or_system_suffix_is_never_taken_for_the_table(spark, cat):
+def test_a_name_with_a_branch_or_system_suffix_is_never_taken_for_the_table(spark, cat, tmp_path):
+    from tests.spark.test_branches import stream_once
+
     lakesink.write(spark.range(3), "shop.n")
     lakesink.branch.create("shop.n", "audit")
     with pytest.raises(ConfigurationError, match=r"branch='audit'"):
         lakesink.write(spark.range(10, 12), "shop.n$branch_audit")
-    with pytest.raises(ConfigurationError, match=r"branch='audit'"):
-        lakesink.read(spark, "shop.`n$branch_audit`")
+    lakesink.write(spark.range(10, 12), "shop.n", options={"branch": "audit"})
+    assert sorted(r.id for r in lakesink.read(spark, "shop.`n$branch_audit`").collect()) == [0, 1, 2, 10, 11]
+    with pytest.raises(ConfigurationError, match=r"branch 'audit' and branch='main'"):
+        lakesink.read(spark, "shop.`n$branch_audit`", branch="main")
+    streamed = stream_once(lakesink.read_stream(spark, "shop.`n$branch_audit`", starting="earliest"),
+                           str(tmp_path / "chk"))
+    assert sorted(r.id for r in streamed) == [0, 1, 2, 10, 11]
     with pytest.raises(ConfigurationError, match="system tables"):
         lakesink.read(spark, "shop.n$snapshots")
     assert rows(cat, "shop.n", "id") == [(0,), (1,), (2,)]
-    assert lakesink.read(spark, "shop.n", branch="audit").count() == 3
+    assert lakesink.read(spark, "shop.n", branch="audit").count() == 5

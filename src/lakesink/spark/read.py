@@ -48,7 +48,7 @@ def read(spark, path: str, *, snapshot: int | None = None, tag: str | None = Non
     from .reader import spark_schema
 
     snapshot, tag, timestamp = _time_travel(options, snapshot, tag, timestamp)
-    branch = _branch(options, branch)
+    path, branch = _branch(path, options, branch, "lakesink.read")
     resolved = resolve_for(spark, path)  # a path, or a name through the session's catalog
     path = resolved.path
     fs_options = registry.storage_options(resolved.with_fs_options(options))
@@ -115,15 +115,18 @@ def plan(path: str, *, snapshot: int | None = None, tag: str | None = None, time
     return scan.plan_snapshot(table, resolved, scan.to_predicate(table, conjuncts))
 
 
-def _branch(options: dict | None, branch: str | None) -> str | None:
-    """The branch to read: the argument or the option `branch` (not both); None for main."""
+def _branch(path: str, options: dict | None, branch: str | None, what: str) -> tuple[str, str | None]:
+    """(the table, the branch to read: None for main) of the argument, the option `branch` (not
+    both) or a name's `$branch_<b>` suffix, as Paimon's SQL names a branch."""
+    from ..paimon.catalog.names import with_branch
+    from ..paimon.table.branches import is_main
+
     given = registry.parse({k: v for k, v in (options or {}).items() if str(k).lower() == "branch"},
                            ("read",)).get("branch")
     if given is not None and branch is not None:
         raise ConfigurationError("branch= and option branch both given: give one.", option="branch")
-    branch = branch if branch is not None else given
-    from ..paimon.table.branches import is_main
-    return None if is_main(branch) else branch
+    path, branch = with_branch(path, branch if branch is not None else given, what)
+    return path, None if is_main(branch) else branch
 
 
 def _time_travel(options: dict | None, snapshot, tag, timestamp):
@@ -183,7 +186,7 @@ def read_stream(spark, path: str, *, consumer_id: str | None = None, starting="l
 
     >>> sdf = lakesink.read_stream(spark, "/data/wh/db.db/bronze", consumer_id="silver")   # doctest: +SKIP
     """
-    branch = _branch(options, branch)
+    path, branch = _branch(path, options, branch, "lakesink.read_stream")
     options = {k: v for k, v in (options or {}).items() if str(k).lower() != "branch"}
     resolved = resolve_for(spark, path)  # checked now, not when the query plans its first batch
     path = resolved.path

@@ -81,18 +81,15 @@ def open_statement(spark, name: str, commit_user, commit_identifier, what: str,
     """Resolve the table as every entry point does and check that `what` can change it. On a
     branch (`branch`, or a name `<table>$branch_<name>` as Paimon's SQL names one): the branch's
     schema and snapshots."""
-    from ..paimon.catalog.names import split_branch
+    from ..paimon.catalog.names import with_branch
     from ..paimon.table import branches, tables
     from .catalog import resolve_for
 
     if (commit_user is None) != (commit_identifier is None):
         raise ConfigurationError(f"{what}: commit_user and commit_identifier go together (a stable user and an "
                                  "increasing number, e.g. a stream's batch id), or neither. Nothing was changed.")
-    name, named = split_branch(str(name))
-    if named is not None and branch is not None and named != branch:
-        raise ConfigurationError(f"{what}: the table name names branch {named!r} and branch={branch!r} another. "
-                                 "Nothing was changed.", option="branch")
-    branch = None if branches.is_main(branch or named) else (branch or named)
+    name, branch = with_branch(name, branch, what)
+    branch = None if branches.is_main(branch) else branch
     resolved = resolve_for(spark, name, "read")
     fs_options = registry.storage_options(resolved.with_fs_options(None) or {})
     table = tables.open_table(resolved.path, fs_options or None)

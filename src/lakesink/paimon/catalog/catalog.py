@@ -143,9 +143,9 @@ def _refuse_suffix(name: TableName) -> None:
     base, branch, _ = split_suffix(name.table)
     if branch is not None:
         raise ConfigurationError(
-            f"'{name}' names branch {branch!r} of {name.database}.{base}: give the table and the branch apart, "
-            f"branch={branch!r} (lakesink.read, read_stream, delete, update, merge) or options={{'branch': "
-            f"{branch!r}}} (writes, format(\"paimon\")). Nothing was read or written.", table=str(name),
+            f"'{name}' names branch {branch!r} of {name.database}.{base}: here give the table and the branch "
+            f"apart, options={{'branch': {branch!r}}} (writes, format(\"paimon\")) or branch={branch!r}. Nothing "
+            "was read or written.", table=str(name),
             option="branch")
     raise ConfigurationError(
         f"'{name}' names one of Paimon's system tables, which lakesink does not read or write; lakesink.history "

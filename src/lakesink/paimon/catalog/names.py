@@ -61,6 +61,17 @@ def split_branch(text: str) -> tuple[str, str | None]:
     return ".".join("`" + p.replace("`", "``") + "`" for p in [*parts[:-1], base]), branch
 
 
+def with_branch(text: str, branch: str | None, what: str) -> tuple[str, str | None]:
+    """(the path or name, the branch or None) of a table a caller gives as text and maybe
+    `branch=`: a `$branch_<b>` suffix names the branch, as in Paimon's SQL; naming two branches
+    is an error."""
+    name, named = split_branch(str(text))
+    if named is not None and branch is not None and named != branch:
+        raise ConfigurationError(f"{what}: the table name names branch {named!r} and branch={branch!r} another; "
+                                 "give one of them. Nothing was read or changed.", option="branch")
+    return name, branch if branch is not None else named
+
+
 def branch_of(name: TableName, statement: str) -> tuple[TableName, str | None]:
     """(the table, its branch or None) of a name in SQL: Paimon's SQL names branch `b` of table
     `t` as `t$branch_b`. Any other `$` suffix names one of Paimon's system tables (`t$snapshots`),
