@@ -11,6 +11,10 @@ interleaved, medians:
 * DELETE of 1% of the rows by a predicate on a non-key column, the same three ways (the changed
   and inserted rows' amounts lie outside it: lakesink's DELETE, after its MERGE, removes the same
   rows as delta-rs's on the base table, bar the few the MERGE deleted or updated).
+Floors, Spark's own work without lakesink, timed in the same rounds: `spark rewrite` reads the
+table's rows from Parquet and writes them again (the least a copy-on-write MERGE touching every
+file does), `spark keyed write` writes the change's rows clustered into the table's 8 buckets and
+sorted by key (the least a MERGE into the primary-key table writes).
 Peak memory: the Spark JVM's peak resident set (VmHWM, over the whole run) and delta-rs's
 process's peak (ru_maxrss).
 """
@@ -78,6 +82,18 @@ def _lakesink_merge(spark, path: str, changes) -> float:
     return time.perf_counter() - start
 
 
+def _floors(spark, base_df, change_df, root: str) -> dict[str, float]:
+    """Spark's own writes of what the MERGEs must at least write (no reading, joining or commit)."""
+    out = {}
+    start = time.perf_counter()
+    base_df.write.parquet(f"{root}/rewrite")
+    out["spark rewrite"] = time.perf_counter() - start
+    start = time.perf_counter()
+    change_df.repartition(8, "id").sortWithinPartitions("id").write.parquet(f"{root}/keyed")
+    out["spark keyed write"] = time.perf_counter() - start
+    return out
+
+
 def _delta(root: str, op: str, i: int, **spec) -> dict | None:
     if not os.path.exists(DELTA_PYTHON):
         return None
@@ -109,7 +125,8 @@ def run(spark, rows: int = 10_000_000, changes: int = 1_000_000, repeats: int = 
     change_df.select("id", "amount", "op", "status", "dt").coalesce(1).write.parquet(delta_changes)
     where = "amount < 1000"  # 1% of the rows
     times: dict[str, list[float]] = {k: [] for k in (
-        "merge keyed", "merge append", "merge delta-rs", "delete keyed", "delete append", "delete delta-rs")}
+        "merge keyed", "merge append", "merge delta-rs", "delete keyed", "delete append", "delete delta-rs",
+        "spark rewrite", "spark keyed write")}
     delta_rss: list[float] = []
     try:
         for i in range(repeats + 1):  # round 0 warms up (the JVM's JIT): not counted
@@ -117,6 +134,8 @@ def run(spark, rows: int = 10_000_000, changes: int = 1_000_000, repeats: int = 
             keyed, append = f"{root}/wh/db.db/k{i}", f"{root}/wh/db.db/a{i}"
             lakesink.write(base_df, keyed, primary_key=["id"], options={"bucket": "8"})
             lakesink.write(base_df, append, partition_by=["dt"])
+            for name, floor in _floors(spark, base_df, change_df, f"{root}/wh/floor").items():
+                times[name].append(floor)
             times["merge keyed"].append(_lakesink_merge(spark, keyed, change_df))
             times["merge append"].append(_lakesink_merge(spark, append, change_df))
             for name, path in (("delete keyed", keyed), ("delete append", append)):
@@ -146,5 +165,9 @@ def run(spark, rows: int = 10_000_000, changes: int = 1_000_000, repeats: int = 
                 continue
             ratio = f"  ({seconds / ref:.2f}x delta-rs)" if ref and kind != "delta-rs" else ""
             print(f"  {op} {kind}: {seconds:.2f} s{ratio}")
+    ref = medians.get("merge delta-rs")
+    for name in ("spark rewrite", "spark keyed write"):
+        ratio = f"  ({medians[name] / ref:.2f}x delta-rs's MERGE)" if ref else ""
+        print(f"  floor, {name}: {medians[name]:.2f} s{ratio}")
     print(f"  peak RSS: Spark JVM {out['jvm_peak_rss_mb']} MB (whole run), delta-rs {out['delta_rs_peak_rss_mb']} MB")
     return out
