@@ -275,15 +275,14 @@ class _Plan:
         row, action, file = F.col(f"{t}.{ROW}"), F.col(_ACTION), F.col(f"{t}.{FILE}")
         files = [FILE] if by_file else []
         # Each target row's joined rows together: one action, unless several source rows match it.
-        targets = (acted.where(row.isNotNull()).groupBy(row.alias(ROW))
-                   .agg(F.count(F.lit(1)).alias("n"), F.min(action).alias(_ACTION),
-                        *([F.first(file).alias(FILE)] if by_file else []))
-                   .groupBy(_ACTION, *files)
-                   .agg(F.count(F.lit(1)).alias("targets"), F.sum("n").alias("joined"), F.max("n").alias("most")))
-        inserts = (acted.where(row.isNull()).groupBy(action.alias(_ACTION), *([file.alias(FILE)] if by_file else []))
-                   .agg(F.lit(0).cast("long").alias("targets"), F.count(F.lit(1)).alias("joined"),
-                        F.lit(1).cast("long").alias("most")))
-        rows = targets.unionByName(inserts).collect()
+        # The inserting rows (no target row) fall into one group per action, summed before the
+        # shuffle: one chain of two small shuffles, not a union of two (AQE runs each as jobs).
+        rows = (acted.groupBy(row.alias(ROW), F.when(row.isNull(), action).alias("inserting"))
+                .agg(F.count(F.lit(1)).alias("n"), F.min(action).alias(_ACTION),
+                     *([F.first(file).alias(FILE)] if by_file else []))
+                .groupBy(_ACTION, *files)
+                .agg(F.count(F.lit(1)).alias("targets"), F.sum("n").alias("joined"), F.max("n").alias("most"))
+                .collect())
         most = max((r["most"] for r in rows if self.clauses[r[_ACTION]].when == "matched"), default=1)
         if self.single and most > 1:
             raise MultipleMatchError(
@@ -300,7 +299,8 @@ class _Plan:
         return not (len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None)
 
     def counts(self, rows) -> dict:
-        """{inserted, updated, deleted} from (action, distinct target rows, joined rows) rows."""
+        """{inserted, updated, deleted} from (action, distinct target rows, joined rows) rows: an
+        insert counts its joined rows (it has no target row)."""
         counts = {"inserted": 0, "updated": 0, "deleted": 0}
         for row in rows:
             clause = self.clauses[row[_ACTION]]
