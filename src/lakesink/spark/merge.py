@@ -149,6 +149,7 @@ class _Plan:
         self._kept = []
         self._keyed_counts = None  # what keyed_changes writes, counted when it checked the joined rows
         self._bounds = None  # key_range's (min, max) per equated column, found as the source was persisted
+        self._pairs = None  # the (target, source) columns of those bounds
 
     def release(self) -> None:
         for frame in self._kept:
@@ -200,7 +201,7 @@ class _Plan:
         """Persist the source's rows (one job), finding key_range's bounds in the same pass."""
         from pyspark.sql import functions as F
 
-        pairs = self._ranged()
+        self._pairs = pairs = self._ranged()
         row = self.source.agg(F.count(F.lit(1)), *[f(F.col(ident(s))) for _, s in pairs
                                                      for f in (F.min, F.max)]).first()
         self._bounds = list(row)[1:]
@@ -225,10 +226,10 @@ class _Plan:
 
         from ..filters import Filter
 
-        pairs = self._ranged()
+        bounds = self._bounds
+        pairs = self._pairs if bounds is not None else self._ranged()
         if not pairs:
             return []
-        bounds = self._bounds
         if bounds is None:  # a source the caller persisted: not counted here
             bounds = self.source.agg(*[f(F.col(ident(s))) for _, s in pairs for f in (F.min, F.max)]).first()
         out = []
