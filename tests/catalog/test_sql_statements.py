@@ -129,6 +129,11 @@ def test_merge_update_and_delete_statements_run_as_the_row_level_calls(spark, ca
         == [(2,)]
     assert [tuple(r) for r in sql(spark, "DELETE FROM shop.o o WHERE o.status = 'test'").collect()] == [(1,)]
     assert rows(cat, "shop.o", "id", "amount", "status") == [(1, 20, "new"), (2, 21, "changed"), (5, 100, "new")]
+    by_source = sql(spark, "MERGE INTO shop.o t USING (SELECT CAST(2 AS BIGINT) AS id) s ON t.id = s.id "
+                           "WHEN NOT MATCHED BY SOURCE AND t.amount > 50 THEN DELETE "
+                           "WHEN NOT MATCHED BY SOURCE THEN UPDATE SET status = 'stale'").collect()
+    assert [tuple(r) for r in by_source] == [(2, 1, 1, 0)]
+    assert rows(cat, "shop.o", "id", "amount", "status") == [(1, 20, "stale"), (2, 21, "changed")]
 
 
 def test_row_level_statements_on_a_branch_change_the_branch_only(spark, cat):
