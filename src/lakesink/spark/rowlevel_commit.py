@@ -100,7 +100,8 @@ def count_kinds(changes, kind: str = KIND) -> dict:
 
 
 # A rewrite's task holds rows of a few partitions (a touched file's, and those of the changed and
-# inserted rows): written at once, not sorted by partition first (10M rows: the sort spilled 0.2 GB).
+# inserted rows): written at once, not sorted by partition first, where the heap holds the writers
+# (settings.writers_that_fit).
 _OPEN_FILES = 16
 
 
