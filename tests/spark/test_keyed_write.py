@@ -153,21 +153,20 @@ def test_overlapping_keyed_writes_keep_the_open_files_setting_until_the_last_end
     assert spark.conf.get(key, None) is None
 
 
-def test_a_rewrite_keeps_no_more_files_open_than_parquets_writers_fill_in_the_heap(spark):
+def test_a_rewrites_open_writers_get_row_groups_that_fit_in_the_heap_together(spark):
     """Parquet's writers share 95% of a JVM's heap at a full row group each: past it they shrink
-    row groups and log a warning per writer, so a rewrite sorts by partition instead."""
+    row groups and log a warning per writer, so a rewrite with open files asks for smaller ones."""
     from lakesink.spark.session import cores
-    from lakesink.spark.settings import _mib, parquet_writers_per_task, writers_that_fit
-    assert writers_that_fit(16, heap_mib=1024, tasks=2) == 0  # 7 writers fit: too few to beat a sort
-    assert writers_that_fit(16, heap_mib=4096, tasks=2) == 14  # 30 fit: 15 a task, one kept for the sort
-    assert writers_that_fit(16, heap_mib=16384, tasks=2) == 16
-    assert writers_that_fit(16, heap_mib=1024, tasks=2, row_group_mib=16) == 16
+    from lakesink.spark.settings import _mib, row_group_bytes, row_group_mib
+    assert row_group_mib(16, heap_mib=1024, tasks=2) == 0.9 * 1024 / 34  # 17 writers a task: ~27 MiB
+    assert row_group_mib(16, heap_mib=65536, tasks=2) == 128  # Parquet's default fits
+    assert row_group_mib(16, heap_mib=65536, tasks=2, block_mib=256) == 256
+    heap = _mib(spark.conf.get("spark.driver.memory", "1g"))
+    assert row_group_bytes(spark, 16) == int(row_group_mib(16, heap, cores(spark)) * (1 << 20))
     key = "spark.hadoop.parquet.block.size"
-    heap = spark.conf.get("spark.driver.memory", "1g")
-    assert parquet_writers_per_task(spark, 16) == writers_that_fit(16, _mib(heap), cores(spark))
     spark.conf.set(key, str(1 << 20))
     try:
-        assert parquet_writers_per_task(spark, 16) == 16  # 1 MiB row groups: hundreds fit
+        assert row_group_bytes(spark, 16) == 1 << 20  # the session's own smaller row groups stay
     finally:
         spark.conf.unset(key)
 

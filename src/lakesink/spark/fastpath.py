@@ -20,7 +20,7 @@ from .catalog import resolve_for
 from .checks import checked_columns, translate_error
 from .output import check_spark_can_write, ensure_micros_timestamps, list_parquet_files, spark_output
 from .rewrite import distributed
-from .settings import concurrent_writers, parquet_writers_per_task
+from .settings import concurrent_writers, row_group_bytes
 
 PATH_NAME = "lakesink.write (fast path)"
 _HIDDEN = "lakesink_partition_{}"
@@ -99,9 +99,10 @@ def write_staged(df, job: BatchWrite, lineage: bool = False, open_files: int = 0
     if split:
         writer = writer.partitionBy(*split)
     ensure_micros_timestamps(df.sparkSession)
-    if open_files:
-        open_files = parquet_writers_per_task(df.sparkSession, open_files)
-    with concurrent_writers(df.sparkSession, open_files if split and not lineage else 0):
+    open_files = open_files if split and not lineage else 0
+    if open_files:  # row groups the open writers fill within the heap (settings.row_group_mib)
+        writer = writer.option("parquet.block.size", str(row_group_bytes(df.sparkSession, open_files)))
+    with concurrent_writers(df.sparkSession, open_files):
         spark_output(df.sparkSession, job.staging_dir, job.target.fs_options, PATH_NAME).write(writer)
 
 

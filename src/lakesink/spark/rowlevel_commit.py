@@ -100,8 +100,7 @@ def count_kinds(changes, kind: str = KIND) -> dict:
 
 
 # A rewrite's task holds rows of a few partitions (a touched file's, and those of the changed and
-# inserted rows): written at once, not sorted by partition first, where the heap holds the writers
-# (settings.writers_that_fit).
+# inserted rows): written at once, not sorted by partition first (row groups: settings.row_group_mib).
 _OPEN_FILES = 16
 
 

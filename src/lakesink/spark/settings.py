@@ -77,25 +77,22 @@ def _mib(text: str) -> float:
     return float(text[:-1]) * _UNITS[text[-1]] if text and text[-1] in _UNITS else float(text)
 
 
-def parquet_writers_per_task(spark, wanted: int) -> int:
-    """`writers_that_fit` for this session's JVMs: the driver in local mode, else an executor
-    (`spark.executor.memory`, `spark.executor.cores`)."""
+def row_group_bytes(spark, open_files: int) -> int:
+    """`row_group_mib` for this session's JVMs, in bytes: the driver in local mode, else an
+    executor (`spark.executor.memory`, `spark.executor.cores`)."""
     from .session import cores
 
     local = str(spark.conf.get("spark.master", "local")).startswith("local")
     heap = _mib(spark.conf.get("spark.driver.memory" if local else "spark.executor.memory", "1g"))
     tasks = cores(spark) if local else int(spark.conf.get("spark.executor.cores", "1"))
     block = int(spark.conf.get("spark.hadoop.parquet.block.size", str(128 * _MIB))) / _MIB
-    return writers_that_fit(wanted, heap, tasks, block)
+    return int(row_group_mib(open_files, heap, tasks, block) * _MIB)
 
 
-def writers_that_fit(wanted: int, heap_mib: float, tasks: int, row_group_mib: float = 128) -> int:
-    """At most `wanted`, and no more files a task may keep open than Parquet's writers can fill at
-    their full row group (`parquet.block.size`) within the 95% of the heap they share in one JVM
-    with its other `tasks`: beyond it Parquet shrinks every writer's row groups and logs a warning
-    for each writer it opens (a DELETE of a 50-partition table logged 150 of them). 0: sort
-    instead, as on Spark's default 1 GiB driver with 2 cores (7 writers fit in all)."""
-    # Past its limit a task sorts its remaining rows and writes them through one more writer; with
-    # fewer than 4 files a task, most tasks would sort anyway (a 10M-row MERGE was slower with 2).
-    fits = int(0.95 * heap_mib / row_group_mib) // max(tasks, 1) - 1
-    return min(wanted, fits) if fits >= 4 else 0
+def row_group_mib(open_files: int, heap_mib: float, tasks: int, block_mib: float = 128) -> float:
+    """The row group size (at most `parquet.block.size`) at which `tasks` tasks of one JVM, each
+    with `open_files` Parquet writers and one more for the rows it sorts past them, fit in the
+    95% of the heap Parquet's writers share (90% here: the heap a JVM reports is a little under
+    its -Xmx). Parquet would shrink them to about that size anyway, but with a warning for each
+    writer it opens (a DELETE of a 50-partition table logged 150)."""
+    return min(block_mib, 0.9 * heap_mib / ((open_files + 1) * max(tasks, 1)))
